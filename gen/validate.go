@@ -1,0 +1,320 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"lhrelay/internal/fixedwidth"
+)
+
+// frameHeaderLen is fixed by SPEC §1: a header of any other length is not
+// LH-STD, whatever the layout file says.
+const frameHeaderLen = 80
+
+var (
+	txCodePattern  = regexp.MustCompile(`^[A-Z0-9]+$`)
+	jsonKeyPattern = regexp.MustCompile(`^[a-z][A-Za-z0-9]*$`)
+	pathParam      = regexp.MustCompile(`\{([^{}]*)\}`)
+	goIdent        = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+)
+
+// validate checks the whole set of layouts. Everything the generated code
+// relies on is checked here, so a broken layout never yields Go code that
+// compiles into wrong behaviour.
+func validate(l *Layouts, ps *Problems) {
+	if l.Header == nil {
+		ps.add("layouts", 0, "", "no header layout (a file starting with: header NAME 80)")
+	} else {
+		validateHeader(l, ps)
+	}
+	for _, m := range l.Maps {
+		validateCodeMap(m, ps)
+	}
+	seen := map[string]*Transaction{}
+	for _, tx := range l.Txs {
+		if prev, ok := seen[tx.Code]; ok {
+			ps.add(tx.File, tx.Line, "", "duplicate transaction code %s (also in %s)", tx.Code, prev.File)
+			continue
+		}
+		seen[tx.Code] = tx
+		validateTransaction(l, tx, ps)
+	}
+	sort.Slice(l.Txs, func(i, j int) bool { return l.Txs[i].Code < l.Txs[j].Code })
+	validateRspMap(l, ps)
+}
+
+func validateHeader(l *Layouts, ps *Problems) {
+	h := l.Header
+	if h.Declared != frameHeaderLen {
+		ps.add(h.File, h.Line, "", "the header is %d bytes; LH-STD headers are %d", h.Declared, frameHeaderLen)
+	}
+	validateSection(l, h.File, &h.Section, ps)
+	byName := map[string]*Field{}
+	for _, f := range h.Fields {
+		byName[f.Name] = f
+		if f.JSON != "" {
+			ps.add(h.File, f.Line, f.Name, "header fields have no JSON key")
+		}
+	}
+	for _, name := range headerFields {
+		if byName[name] == nil {
+			ps.add(h.File, h.Line, name, "the header must have this field: the relay reads it")
+		}
+	}
+	if f := byName["LEN"]; f != nil && (!f.Prefix || f.Start != 0 || f.Kind != fixedwidth.Numeric) {
+		ps.add(h.File, f.Line, "LEN", "must be the N field at start 0 with option prefix")
+	}
+	if f := byName["GUID"]; f != nil && f.Kind != fixedwidth.Hex {
+		ps.add(h.File, f.Line, "GUID", "must be of kind H (lowercase hex)")
+	}
+	if f := byName["RSP_CODE"]; f != nil && (f.Len != 4 || f.Kind != fixedwidth.Text) {
+		ps.add(h.File, f.Line, "RSP_CODE", "must be a 4-byte X field: response codes are 4 characters")
+	}
+	if f := byName["FLAG"]; f != nil {
+		names := map[string]bool{}
+		for _, v := range f.Values {
+			names[v.Name] = true
+		}
+		if !names["Request"] || !names["Response"] {
+			ps.add(h.File, f.Line, "FLAG", "needs values=…:Request,…:Response")
+		}
+	}
+	for _, f := range h.Fields {
+		if f.Prefix && f.Name != "LEN" {
+			ps.add(h.File, f.Line, f.Name, "only LEN is the length prefix")
+		}
+	}
+}
+
+func validateTransaction(l *Layouts, tx *Transaction, ps *Problems) {
+	file := tx.File
+	if !txCodePattern.MatchString(tx.Code) {
+		ps.add(file, tx.Line, "", "transaction code %q must be upper-case letters and digits", tx.Code)
+	}
+	if l.Header != nil {
+		for _, f := range l.Header.Fields {
+			if f.Name == "TX_CODE" && len(tx.Code) != f.Len {
+				ps.add(file, tx.Line, "", "transaction code %q is %d characters; TX_CODE holds exactly %d", tx.Code, len(tx.Code), f.Len)
+			}
+		}
+	}
+	switch tx.Method {
+	case "GET", "POST", "PUT", "DELETE":
+	case "":
+		ps.add(file, tx.Line, "", "no core directive (core METHOD PATH)")
+	default:
+		ps.add(file, tx.Line, "", "unknown HTTP method %q", tx.Method)
+	}
+	switch tx.Body {
+	case "json":
+		if tx.Method == "GET" {
+			ps.add(file, tx.Line, "", "a GET call cannot carry a JSON body (body none)")
+		}
+	case "none":
+	case "":
+		ps.add(file, tx.Line, "", "no body directive (body json or body none)")
+	default:
+		ps.add(file, tx.Line, "", "body %q: want json or none", tx.Body)
+	}
+	if tx.Method != "" && !strings.HasPrefix(tx.Path, "/") {
+		ps.add(file, tx.Line, "", "core path %q must start with /", tx.Path)
+	}
+	for _, sec := range []*Section{&tx.Request, &tx.Response} {
+		if !sec.present {
+			ps.add(file, tx.Line, "", "no %s section", map[*Section]string{&tx.Request: "request", &tx.Response: "response"}[sec])
+			continue
+		}
+		validateSection(l, file, sec, ps)
+	}
+	for _, m := range pathParam.FindAllStringSubmatch(tx.Path, -1) {
+		found := false
+		for _, f := range tx.Request.Fields {
+			found = found || f.JSON == m[1]
+		}
+		if !found {
+			ps.add(file, tx.Line, "", "path parameter {%s} is no request field's JSON key", m[1])
+		}
+	}
+	if strings.Count(tx.Path, "{") != len(pathParam.FindAllString(tx.Path, -1)) {
+		ps.add(file, tx.Line, "", "path %q has an unbalanced brace", tx.Path)
+	}
+	statuses := map[int]bool{}
+	for _, r := range tx.Status {
+		if r.Status < 100 || r.Status > 599 {
+			ps.add(file, r.Line, "", "HTTP status %d is out of range", r.Status)
+		}
+		if statuses[r.Status] {
+			ps.add(file, r.Line, "", "HTTP status %d is mapped twice", r.Status)
+		}
+		statuses[r.Status] = true
+		if _, ok := lookupSource(r.Source); !ok {
+			ps.add(file, r.Line, "", "unknown source %q for status %d (known: %s)", r.Source, r.Status, sourceNames())
+		}
+	}
+}
+
+// validateSection checks that the fields tile the section exactly and that
+// each field's kind, width and options make sense together.
+func validateSection(l *Layouts, file string, sec *Section, ps *Problems) {
+	end := 0
+	names, keys := map[string]bool{}, map[string]bool{}
+	for _, f := range sec.Fields {
+		if f.Start < 0 || f.Len < 0 {
+			continue // already reported as not a whole number
+		}
+		if f.Len == 0 {
+			ps.add(file, f.Line, f.Name, "length 0")
+		}
+		switch {
+		case f.Start > end:
+			ps.add(file, f.Line, f.Name, "gap: starts at %d but the previous field ends at %d", f.Start, end)
+		case f.Start < end:
+			ps.add(file, f.Line, f.Name, "overlap: starts at %d but the previous field ends at %d", f.Start, end)
+		}
+		end = f.End()
+		if names[f.Name] {
+			ps.add(file, f.Line, f.Name, "duplicate field name")
+		}
+		names[f.Name] = true
+		if sec.Name != "header" {
+			if !jsonKeyPattern.MatchString(f.JSON) {
+				ps.add(file, f.Line, f.Name, "JSON key %q must be lowerCamelCase letters and digits", f.JSON)
+			}
+			if keys[f.JSON] {
+				ps.add(file, f.Line, f.Name, "duplicate JSON key %q", f.JSON)
+			}
+			keys[f.JSON] = true
+			if f.Prefix || f.Filler || len(f.Values) > 0 {
+				ps.add(file, f.Line, f.Name, "prefix, filler and values are header options")
+			}
+		}
+		validateField(l, file, f, ps)
+	}
+	if sec.Declared >= 0 && end != sec.Declared {
+		ps.add(file, sec.Line, "", "the %s fields end at %d but the section declares %d bytes", sec.Name, end, sec.Declared)
+	}
+}
+
+func validateField(l *Layouts, file string, f *Field, ps *Problems) {
+	bad := func(format string, args ...any) { ps.add(file, f.Line, f.Name, format, args...) }
+	if !goIdent.MatchString(goName(f.Name)) {
+		bad("name does not make a Go identifier")
+	}
+	if f.Map != "" && f.Kind != fixedwidth.Code {
+		bad("map= is for C fields only")
+	}
+	if f.String && f.Kind != fixedwidth.Numeric {
+		bad("string is for N fields only")
+	}
+	if f.HasMin && (f.Kind != fixedwidth.Numeric || f.String) {
+		bad("min= is for N fields carried as integers")
+	}
+	if f.Prefix && f.Kind != fixedwidth.Numeric {
+		bad("the length prefix must be N")
+	}
+	if (f.Filler || len(f.Values) > 0) && f.Kind != fixedwidth.Text {
+		bad("filler and values are for X fields")
+	}
+	for _, v := range f.Values {
+		if len(v.Value) != f.Len || !fixedwidth.Printable(v.Value) {
+			bad("value %q must be %d printable characters", v.Value, f.Len)
+		}
+		if !goIdent.MatchString(v.Name) {
+			bad("value name %q must be a Go identifier starting upper-case", v.Name)
+		}
+	}
+	switch f.Kind {
+	case fixedwidth.Numeric:
+		if !f.String && f.Len > 18 {
+			bad("N field of %d digits does not fit an int64; add option string", f.Len)
+		}
+	case fixedwidth.Timestamp:
+		if f.Len != 14 {
+			bad("T fields are 14 bytes (YYYYMMDDhhmmss), not %d", f.Len)
+		}
+	case fixedwidth.Code:
+		m, ok := l.Maps[f.Map]
+		switch {
+		case f.Map == "":
+			bad("C field without map=")
+		case !ok:
+			bad("code map %q does not exist", f.Map)
+		default:
+			for _, e := range m.Entries {
+				if len(e.Wire) > f.Len {
+					bad("code %q of map %s does not fit %d bytes", e.Wire, m.Name, f.Len)
+				}
+			}
+		}
+	}
+}
+
+func validateCodeMap(m *CodeMap, ps *Problems) {
+	if !goIdent.MatchString(goName(m.Name)) {
+		ps.add(m.File, m.Line, "", "code map name %q does not make a Go identifier", m.Name)
+	}
+	if len(m.Entries) == 0 {
+		ps.add(m.File, m.Line, "", "code map %s has no codes", m.Name)
+	}
+	wires, cores := map[string]int{}, map[string]int{}
+	for _, e := range m.Entries {
+		if !fixedwidth.Printable(e.Wire) || !fixedwidth.Printable(e.Core) {
+			ps.add(m.File, e.Line, "", "codes must be printable ASCII")
+		}
+		if prev, ok := wires[e.Wire]; ok {
+			ps.add(m.File, e.Line, "", "wire code %q is already mapped at line %d", e.Wire, prev)
+		}
+		if prev, ok := cores[e.Core]; ok {
+			ps.add(m.File, e.Line, "", "core id %q is already mapped at line %d: the map must work both ways", e.Core, prev)
+		}
+		wires[e.Wire], cores[e.Core] = e.Line, e.Line
+	}
+}
+
+func validateRspMap(l *Layouts, ps *Problems) {
+	file := l.RspFile
+	if file == "" {
+		ps.add("layouts/rspmap.csv", 0, "", "missing: the response-code table is a layout input")
+		return
+	}
+	sources, codes := map[string]int{}, map[string]int{}
+	for _, r := range l.Rsp {
+		if _, ok := lookupSource(r.Source); !ok {
+			ps.add(file, r.Line, "", "unknown source %q (known: %s)", r.Source, sourceNames())
+		}
+		if len(r.Code) != 4 || !fixedwidth.Printable(r.Code) || strings.Contains(r.Code, " ") {
+			ps.add(file, r.Line, "", "response code %q for %s is not 4 characters", r.Code, r.Source)
+		}
+		if prev, ok := sources[r.Source]; ok {
+			ps.add(file, r.Line, "", "source %s is already mapped at line %d", r.Source, prev)
+		}
+		if prev, ok := codes[r.Code]; ok {
+			ps.add(file, r.Line, "", "code %s is already used at line %d: each source needs its own code", r.Code, prev)
+		}
+		sources[r.Source], codes[r.Code] = r.Line, r.Line
+	}
+	for _, s := range knownSources {
+		if _, ok := sources[s.Name]; !ok {
+			ps.add(file, 0, "", "source %s has no response code", s.Name)
+		}
+	}
+}
+
+func sourceNames() string {
+	names := make([]string, len(knownSources))
+	for i, s := range knownSources {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// describe is the one-line form of a field used in generated comments.
+func describe(f *Field) string {
+	s := fmt.Sprintf("%s, %d bytes at %d, kind %c", f.Name, f.Len, f.Start, f.Kind)
+	if f.Map != "" {
+		s += ", code map " + f.Map
+	}
+	return s
+}

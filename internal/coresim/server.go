@@ -1,0 +1,493 @@
+package coresim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults applied by New to a zero Config field.
+const (
+	DefaultDelay = 3 * time.Second
+	DefaultLimit = 10_000_000
+)
+
+// Config configures a Server. The zero value is the simulator of SPEC §8.
+type Config struct {
+	// Delay is how long a transfer whose memo starts with "SLOW" waits before
+	// posting. Zero means DefaultDelay; a negative value means no wait.
+	Delay time.Duration
+	// Limit is the largest amount one transfer may move. Zero or negative
+	// means DefaultLimit.
+	Limit int64
+	// Accounts are the accounts the core starts with. Nil means
+	// DefaultAccounts(); an empty non-nil slice means none. If a bank and
+	// account appear twice, the later one wins (LoadAccounts refuses that).
+	Accounts []Account
+	// Log, if not nil, receives one line per request (see New).
+	Log io.Writer
+	// Now is the core's clock, used for postedAt, asOf and the log's time
+	// stamps. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Stats are the statistics served by GET /_stats.
+type Stats struct {
+	Calls  int            `json:"calls"`   // POST /v1/transfers received
+	ByGUID map[string]int `json:"by_guid"` // the same, per X-GUID
+}
+
+// Server is the simulated core. It is an http.Handler and is safe for
+// concurrent use.
+type Server struct {
+	delay time.Duration
+	limit int64
+	now   func() time.Time
+	mux   *http.ServeMux
+	log   *requestLog // nil: no request log
+
+	// mu guards the books: balances, postings, the transaction counter and
+	// the wait channel. Check-and-debit happens entirely under it.
+	mu       sync.Mutex
+	accounts map[acctKey]*int64
+	postings map[string]posting // by GUID
+	txSeq    uint64
+	// postedCh, when not nil, is closed at the next posting to wake
+	// WaitPosted callers. It is created only when someone waits, so that the
+	// hot path allocates nothing for it.
+	postedCh chan struct{}
+
+	statsMu sync.Mutex // guards calls and byGUID
+	calls   int
+	byGUID  map[string]int
+}
+
+type acctKey struct{ bank, acct string }
+
+// posting is what the core remembers of the transfers posted under one GUID:
+// the first one's answer (for GET /v1/transfers/{guid}) and how many there were.
+type posting struct {
+	txSeq    uint64
+	balance  int64
+	postedAt [14]byte
+	count    int
+}
+
+// New returns a Server for cfg.
+//
+// If cfg.Log is set, every request writes one line to it, once the response
+// is complete:
+//
+//	2026-11-29T10:30:00.123+09:00 POST /v1/transfers 0123456789abcdef0123456789abcdef 200 1.234ms
+//
+// that is: the time the request arrived (cfg.Now, RFC 3339 with milliseconds),
+// method, escaped path, GUID (the X-GUID header, else the {guid} of the path,
+// else "-"; bytes outside printable ASCII and spaces shown as '?'), HTTP status,
+// and the time spent in milliseconds. Lines are buffered and flushed as soon as
+// no other request is waiting to log, so a busy server writes in batches and an
+// idle one immediately. Write errors are ignored: the log must not fail a
+// transfer.
+func New(cfg Config) *Server {
+	s := &Server{
+		delay:    cfg.Delay,
+		limit:    cfg.Limit,
+		now:      cfg.Now,
+		accounts: map[acctKey]*int64{},
+		postings: map[string]posting{},
+		byGUID:   map[string]int{},
+	}
+	if s.delay == 0 {
+		s.delay = DefaultDelay
+	}
+	if s.limit <= 0 {
+		s.limit = DefaultLimit
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	accts := cfg.Accounts
+	if accts == nil {
+		accts = DefaultAccounts()
+	}
+	for _, a := range accts {
+		bal := a.Balance
+		s.accounts[acctKey{a.Bank, a.Acct}] = &bal
+	}
+	if cfg.Log != nil {
+		s.log = newRequestLog(cfg.Log)
+	}
+
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/transfers", s.postTransfer)
+	s.mux.HandleFunc("GET /v1/transfers/{guid}", s.getTransfer)
+	s.mux.HandleFunc("GET /v1/accounts/{bank}/{acct}", s.getAccount)
+	s.mux.HandleFunc("GET /_stats", s.getStats)
+	s.mux.HandleFunc("POST /_reset", s.postReset)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.log == nil {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	s.serveLogged(w, r)
+}
+
+// Stats returns a copy of the statistics.
+func (s *Server) Stats() Stats {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	st := Stats{Calls: s.calls, ByGUID: make(map[string]int, len(s.byGUID))}
+	for g, n := range s.byGUID {
+		st.ByGUID[g] = n
+	}
+	return st
+}
+
+// Reset zeroes the statistics, as POST /_reset does. Balances and posted
+// transfers are kept.
+func (s *Server) Reset() {
+	s.statsMu.Lock()
+	s.calls = 0
+	clear(s.byGUID)
+	s.statsMu.Unlock()
+}
+
+// Balance returns the balance of an account and whether it exists.
+func (s *Server) Balance(bank, acct string) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.accounts[acctKey{bank, acct}]
+	if !ok {
+		return 0, false
+	}
+	return *p, true
+}
+
+// Posted reports whether at least one transfer with this GUID was posted
+// (answered, or would have been answered, 200).
+func (s *Server) Posted(guid string) bool {
+	return s.PostCount(guid) > 0
+}
+
+// PostCount returns how many transfers with this GUID were posted. Unlike
+// Stats().ByGUID it leaves out calls that were refused (400, 422, 500).
+func (s *Server) PostCount(guid string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.postings[guid].count
+}
+
+// WaitPosted blocks until a transfer with this GUID has been posted or ctx is
+// done, and returns ctx.Err() in the latter case. Tests use it to wait for a
+// SLOW transfer whose caller has already given up, without sleeping.
+func (s *Server) WaitPosted(ctx context.Context, guid string) error {
+	for {
+		s.mu.Lock()
+		if s.postings[guid].count > 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.postedCh == nil {
+			s.postedCh = make(chan struct{})
+		}
+		ch := s.postedCh
+		s.mu.Unlock()
+
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// transferRequest is the body of POST /v1/transfers. Amount is kept raw so that
+// it can be checked to be an integer literal: json.Number would also accept the
+// string "100", and float64 would accept 1.5 and 1e3.
+type transferRequest struct {
+	GUID   string          `json:"guid"`
+	WdBank string          `json:"wdBank"`
+	WdAcct string          `json:"wdAcct"`
+	DpBank string          `json:"dpBank"`
+	DpAcct string          `json:"dpAcct"`
+	Amount json.RawMessage `json:"amount"`
+	Memo   string          `json:"memo"`
+}
+
+// maxBody bounds a transfer body; a real one is under 300 bytes.
+const maxBody = 64 << 10
+
+// Results of a refused transfer (422), as the relay expects them (SPEC §3).
+const (
+	resultNoAccount         = "NO_ACCOUNT"
+	resultLimitExceeded     = "LIMIT_EXCEEDED"
+	resultInsufficientFunds = "INSUFFICIENT_FUNDS"
+)
+
+func (s *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
+	hdrGUID := r.Header.Get("X-GUID")
+	s.count(hdrGUID)
+
+	req, amount, msg := decodeTransfer(r, hdrGUID)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	if strings.HasPrefix(req.Memo, "FAIL") {
+		writeError(w, http.StatusInternalServerError, "simulated core failure (memo FAIL)")
+		return
+	}
+	if strings.HasPrefix(req.Memo, "SLOW") && s.delay > 0 {
+		// Deliberately not watching r.Context(): a real core that has the
+		// request keeps going when the caller hangs up, and that is exactly the
+		// case (E901, settle by inquiry) this memo exists to produce.
+		time.Sleep(s.delay)
+	}
+
+	p, result := s.post(&req, amount)
+	if result != "" {
+		b := make([]byte, 0, 96)
+		b = append(b, `{"guid":"`...)
+		b = append(b, req.GUID...) // validated hex: nothing to escape
+		b = append(b, `","result":"`...)
+		b = append(b, result...)
+		b = append(b, `"}`...)
+		writeJSON(w, http.StatusUnprocessableEntity, b)
+		return
+	}
+	// After a SLOW wait the caller may be gone; the write then fails, which
+	// is fine: the transfer is posted either way.
+	writeJSON(w, http.StatusOK, appendPosting(make([]byte, 0, 128), req.GUID, p))
+}
+
+// count records one POST /v1/transfers in the statistics.
+func (s *Server) count(hdrGUID string) {
+	s.statsMu.Lock()
+	s.calls++
+	if validGUID(hdrGUID) {
+		s.byGUID[hdrGUID]++
+	}
+	s.statsMu.Unlock()
+}
+
+// decodeTransfer reads and checks a transfer request. It returns a non-empty
+// message, for a 400, when the request is invalid.
+func decodeTransfer(r *http.Request, hdrGUID string) (req transferRequest, amount int64, msg string) {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return req, 0, "request body over " + strconv.Itoa(maxBody) + " bytes"
+		}
+		return req, 0, "invalid JSON: " + err.Error()
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, 0, "invalid JSON: data after the object"
+	}
+	switch {
+	case req.GUID == "":
+		return req, 0, "guid missing"
+	case !validGUID(req.GUID):
+		return req, 0, "guid must be 32 lowercase hex digits"
+	case hdrGUID == "":
+		return req, 0, "X-GUID header missing"
+	case hdrGUID != req.GUID:
+		return req, 0, "X-GUID header differs from the body's guid"
+	case req.WdBank == "":
+		return req, 0, "wdBank missing"
+	case req.WdAcct == "":
+		return req, 0, "wdAcct missing"
+	case req.DpBank == "":
+		return req, 0, "dpBank missing"
+	case req.DpAcct == "":
+		return req, 0, "dpAcct missing"
+	case len(req.Amount) == 0:
+		return req, 0, "amount missing"
+	}
+	amount, ok := parseIntLiteral(req.Amount)
+	switch {
+	case !ok:
+		return req, 0, "amount must be a JSON integer, got " + truncate(string(req.Amount), 40)
+	case amount <= 0:
+		return req, 0, "amount must be > 0"
+	}
+	return req, amount, ""
+}
+
+// parseIntLiteral accepts a JSON number written as an integer ("-?[0-9]+"; the
+// decoder has already checked it is valid JSON) that fits an int64.
+func parseIntLiteral(raw []byte) (int64, bool) {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || !allOf(string(digits), isDigit) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return n, err == nil
+}
+
+// post applies the rules of SPEC §8 and, if they allow it, posts the
+// transfer. It returns the posting, or the 422 result.
+func (s *Server) post(req *transferRequest, amount int64) (posting, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	wd, ok := s.accounts[acctKey{req.WdBank, req.WdAcct}]
+	switch {
+	case !ok || req.WdBank != "LHB":
+		return posting{}, resultNoAccount
+	case amount > s.limit:
+		return posting{}, resultLimitExceeded
+	case amount > *wd:
+		return posting{}, resultInsufficientFunds
+	}
+	*wd -= amount
+	if req.DpBank == "LHB" {
+		if dp, ok := s.accounts[acctKey{req.DpBank, req.DpAcct}]; ok {
+			*dp += amount
+		}
+	}
+	s.txSeq++
+	p := posting{txSeq: s.txSeq, balance: *wd, count: 1}
+	s.now().AppendFormat(p.postedAt[:0], stampLayout)
+
+	if first, ok := s.postings[req.GUID]; ok {
+		first.count++
+		s.postings[req.GUID] = first
+	} else {
+		s.postings[req.GUID] = p
+	}
+	if s.postedCh != nil {
+		close(s.postedCh)
+		s.postedCh = nil
+	}
+	return p, ""
+}
+
+// stampLayout is the core's YYYYMMDDhhmmss time stamp.
+const stampLayout = "20060102150405"
+
+// appendPosting appends the 200 answer of a transfer:
+// {"guid":…,"txId":…,"balance":…,"postedAt":…}. Every value is digits, hex or
+// a fixed letter, so nothing needs escaping.
+func appendPosting(b []byte, guid string, p posting) []byte {
+	b = append(b, `{"guid":"`...)
+	b = append(b, guid...)
+	b = append(b, `","txId":"T`...)
+	b = appendZeroPadded(b, p.txSeq, 15)
+	b = append(b, `","balance":`...)
+	b = strconv.AppendInt(b, p.balance, 10)
+	b = append(b, `,"postedAt":"`...)
+	b = append(b, p.postedAt[:]...)
+	b = append(b, `"}`...)
+	return b
+}
+
+func appendZeroPadded(b []byte, n uint64, width int) []byte {
+	var tmp [20]byte
+	d := strconv.AppendUint(tmp[:0], n, 10)
+	for range width - len(d) {
+		b = append(b, '0')
+	}
+	return append(b, d...)
+}
+
+func (s *Server) getTransfer(w http.ResponseWriter, r *http.Request) {
+	guid := r.PathValue("guid")
+	s.mu.Lock()
+	p, ok := s.postings[guid]
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "no transfer posted with this guid")
+		return
+	}
+	writeJSON(w, http.StatusOK, appendPosting(make([]byte, 0, 128), guid, p))
+}
+
+type accountAnswer struct {
+	Bank    string `json:"bank"`
+	Acct    string `json:"acct"`
+	Balance int64  `json:"balance"`
+	AsOf    string `json:"asOf"`
+}
+
+func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) {
+	bank, acct := r.PathValue("bank"), r.PathValue("acct")
+	s.mu.Lock()
+	p, ok := s.accounts[acctKey{bank, acct}]
+	var bal int64
+	if ok {
+		bal = *p
+	}
+	asOf := s.now().Format(stampLayout)
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "no such account")
+		return
+	}
+	// bank and acct come from the URL and may hold anything: let
+	// encoding/json escape them.
+	b, _ := json.Marshal(accountAnswer{Bank: bank, Acct: acct, Balance: bal, AsOf: asOf})
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Server) getStats(w http.ResponseWriter, _ *http.Request) {
+	b, _ := json.Marshal(s.Stats())
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Server) postReset(w http.ResponseWriter, _ *http.Request) {
+	s.Reset()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// jsonContentType is shared by every response to spare an allocation per
+// request; net/http only reads it.
+var jsonContentType = []string{"application/json"}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	writeJSON(w, status, b)
+}
+
+// validGUID reports whether g is 32 lowercase hex digits (SPEC §1).
+func validGUID(g string) bool {
+	if len(g) != 32 {
+		return false
+	}
+	for i := 0; i < len(g); i++ {
+		c := g[i]
+		if !isDigit(c) && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

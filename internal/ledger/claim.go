@@ -1,0 +1,302 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The state machine's statements. Every write is one statement, and every
+// transition is conditional on the state it expects (SPEC 6).
+const (
+	// The claim: one statement, never "select, then insert".
+	sqlClaimInsert = `INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
+VALUES (?, ?, 'SENT', '', ?, NULL, 1, datetime('now'))
+ON CONFLICT(guid) DO NOTHING`
+
+	sqlClaimExisting = `SELECT tx_code, state, rsp_code, request, response, attempts FROM tx WHERE guid = ?`
+
+	// FAILED → SENT, in one conditional statement.
+	sqlReclaim = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = datetime('now')
+WHERE guid = ? AND state = 'FAILED' RETURNING attempts`
+
+	sqlReclaimBelow = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = datetime('now')
+WHERE guid = ? AND state = 'FAILED' AND COALESCE(attempts, 0) < ? RETURNING attempts`
+
+	sqlTransition = `UPDATE tx SET state = ?, rsp_code = ?, response = ?, updated_at = datetime('now')
+WHERE guid = ? AND state = ?`
+
+	sqlStateOf = `SELECT state FROM tx WHERE guid = ?`
+
+	// Purge in chunks: one huge DELETE would hold the write lock for as
+	// long as it runs, and the relay's claims would wait behind it.
+	sqlPurgeChunk = `DELETE FROM tx WHERE guid IN
+(SELECT guid FROM tx WHERE state = 'DONE' AND updated_at < ? LIMIT ?)`
+
+	sqlPurgeCount = `SELECT COUNT(*) FROM tx WHERE state = 'DONE' AND updated_at < ?`
+)
+
+// purgeChunk is how many rows one purge transaction deletes.
+const purgeChunk = 1000
+
+func (r Request) validate() error {
+	if r.GUID == "" {
+		return errors.New("empty guid")
+	}
+	if len(r.Frame) == 0 {
+		return errors.New("empty request frame")
+	}
+	// The fingerprint compares the tail of the stored frame with Body, so
+	// Body must really be Frame's tail.
+	if !bytes.HasSuffix(r.Frame, r.Body) {
+		return errors.New("request body is not the tail of the frame")
+	}
+	return nil
+}
+
+// sameRequest is the fingerprint check: the same TX_CODE and the same body.
+// Headers are fixed-length, so equal frame lengths and equal tails mean
+// equal bodies; the header's GUID and SENT_AT may differ on a retry.
+func sameRequest(storedTxCode string, stored []byte, r Request) bool {
+	return storedTxCode == r.TxCode &&
+		len(stored) == len(r.Frame) &&
+		bytes.Equal(stored[len(stored)-len(r.Body):], r.Body)
+}
+
+// Claim decides, in one transaction of the writer, whether this request
+// owns its GUID (SPEC 6), and returns only once that decision is committed
+// to disk. A new GUID is inserted as SENT with attempts 1 (Owned). For an
+// existing row the fingerprint (TX_CODE and body) is checked first, on every
+// path: a different request is Reused whatever the state. Then DONE →
+// Replay with the stored response, SENT or RECEIVED → InProgress, UNKNOWN →
+// Unknown, FAILED → re-claimed to SENT with attempts+1 (Owned), or
+// InProgress if the conditional UPDATE found it taken. Claim never waits for
+// another request of the same GUID.
+//
+// On error the Claim is zero (its Outcome is not Owned) and the core must
+// not be called.
+func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
+	if err := r.validate(); err != nil {
+		return Claim{}, fmt.Errorf("ledger: claim %s: %w", r.GUID, err)
+	}
+	var c Claim
+	err := l.do(ctx, func(tx *sql.Tx) error {
+		c = Claim{}
+		res, err := tx.Exec(sqlClaimInsert, r.GUID, r.TxCode, r.Frame)
+		if err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		if n == 1 {
+			c = Claim{Outcome: Owned, Attempts: 1}
+			return nil
+		}
+
+		var (
+			txCode, state, rspCode sql.NullString
+			request, response      []byte
+			attempts               sql.NullInt64
+		)
+		err = tx.QueryRow(sqlClaimExisting, r.GUID).Scan(&txCode, &state, &rspCode, &request, &response, &attempts)
+		if err != nil {
+			return fmt.Errorf("read existing row: %w", err)
+		}
+		found := Claim{State: State(state.String), RspCode: rspCode.String, Attempts: int(attempts.Int64)}
+
+		if !sameRequest(txCode.String, request, r) {
+			found.Outcome = Reused
+			c = found
+			return nil
+		}
+		switch found.State {
+		case StateDone:
+			if response == nil {
+				return fmt.Errorf("row is DONE but has no stored response")
+			}
+			found.Outcome = Replay
+			found.Response = response
+		case StateSent, StateReceived:
+			found.Outcome = InProgress
+		case StateUnknown:
+			found.Outcome = Unknown
+		case StateFailed:
+			var a int64
+			err := tx.QueryRow(sqlReclaim, r.GUID).Scan(&a)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				// Cannot happen while this writer holds the write lock,
+				// but the statement is conditional, so the answer is too.
+				found.Outcome = InProgress
+			case err != nil:
+				return fmt.Errorf("re-claim FAILED row: %w", err)
+			default:
+				found.Outcome = Owned
+				found.Attempts = int(a)
+			}
+		default:
+			return fmt.Errorf("row has unknown state %q", found.State)
+		}
+		c = found
+		return nil
+	})
+	if err != nil {
+		return Claim{}, fmt.Errorf("ledger: claim %s: %w", r.GUID, err)
+	}
+	return c, nil
+}
+
+// Finish records the outcome of an owned request: SENT → to (DONE, UNKNOWN
+// or FAILED) with the response code and the response frame as sent. If the
+// row is not SENT (or missing) nothing changes and the error is a
+// *StateError matching ErrStateChanged.
+func (l *Ledger) Finish(ctx context.Context, guid string, to State, rspCode string, response []byte) error {
+	switch to {
+	case StateDone, StateUnknown, StateFailed:
+	default:
+		return fmt.Errorf("ledger: finish %s: cannot finish to state %q", guid, to)
+	}
+	if err := l.transition(ctx, guid, StateSent, to, rspCode, response); err != nil {
+		return fmt.Errorf("ledger: finish %s: %w", guid, err)
+	}
+	return nil
+}
+
+// Transition moves a row from one state to another in one conditional
+// UPDATE, setting rsp_code and response as given (nil stores NULL). It is
+// for the batch commands (resolve: UNKNOWN or stale SENT → DONE or FAILED).
+// If the row is not in from (or missing) nothing changes and the error is a
+// *StateError matching ErrStateChanged.
+func (l *Ledger) Transition(ctx context.Context, guid string, from, to State, rspCode string, response []byte) error {
+	if !from.Valid() || !to.Valid() {
+		return fmt.Errorf("ledger: transition %s: invalid state %q → %q", guid, from, to)
+	}
+	if err := l.transition(ctx, guid, from, to, rspCode, response); err != nil {
+		return fmt.Errorf("ledger: transition %s %s→%s: %w", guid, from, to, err)
+	}
+	return nil
+}
+
+func (l *Ledger) transition(ctx context.Context, guid string, from, to State, rspCode string, response []byte) error {
+	return l.do(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(sqlTransition, string(to), rspCode, response, guid, string(from))
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		if n == 1 {
+			return nil
+		}
+		return stateError(tx, guid, from, "")
+	})
+}
+
+// stateError reads the state a failed conditional statement found, so the
+// error says what happened (missing row, or which state).
+func stateError(tx *sql.Tx, guid string, want State, detail string) error {
+	var s sql.NullString
+	err := tx.QueryRow(sqlStateOf, guid).Scan(&s)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return &StateError{GUID: guid, Want: want}
+	case err != nil:
+		return fmt.Errorf("read state: %w", err)
+	}
+	found := State(s.String)
+	if found == "" {
+		found = "NULL"
+	}
+	if found != want {
+		detail = "" // the state alone explains it
+	}
+	return &StateError{GUID: guid, Want: want, Found: found, Detail: detail}
+}
+
+// Reclaim re-claims a FAILED row for a resend (the reprocess command):
+// FAILED → SENT, attempts+1, in one conditional UPDATE. It returns the new
+// attempts. If the row is not FAILED nothing changes and the error is a
+// *StateError matching ErrStateChanged.
+func (l *Ledger) Reclaim(ctx context.Context, guid string) (attempts int, err error) {
+	return l.reclaim(ctx, guid, 0)
+}
+
+// ReclaimBelow is Reclaim that also requires attempts < maxAttempts in the
+// same statement, so a row retried by the relay between a List and the
+// re-claim is not sent once too often. A row at the limit gives a
+// *StateError (Found: FAILED) matching ErrStateChanged.
+func (l *Ledger) ReclaimBelow(ctx context.Context, guid string, maxAttempts int) (attempts int, err error) {
+	if maxAttempts <= 0 {
+		return 0, fmt.Errorf("ledger: reclaim %s: maxAttempts %d must be > 0", guid, maxAttempts)
+	}
+	return l.reclaim(ctx, guid, maxAttempts)
+}
+
+func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int, error) {
+	var a int64
+	err := l.do(ctx, func(tx *sql.Tx) error {
+		var err error
+		if maxAttempts > 0 {
+			err = tx.QueryRow(sqlReclaimBelow, guid, maxAttempts).Scan(&a)
+		} else {
+			err = tx.QueryRow(sqlReclaim, guid).Scan(&a)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			return stateError(tx, guid, StateFailed, fmt.Sprintf("attempts limit %d reached", maxAttempts))
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ledger: reclaim %s: %w", guid, err)
+	}
+	return int(a), nil
+}
+
+// PurgeDone deletes the DONE rows last updated strictly before before
+// (compared at whole seconds) and returns how many. Rows in any other state
+// stay, however old. With dryRun it only counts them. The delete runs in
+// chunks of purgeChunk rows, one transaction each, so the relay's claims on
+// the same file never wait long; a cancelled ctx stops between chunks and
+// the count so far is returned with the error.
+func (l *Ledger) PurgeDone(ctx context.Context, before time.Time, dryRun bool) (int64, error) {
+	if before.IsZero() {
+		return 0, errors.New("ledger: purge: zero cutoff time")
+	}
+	cut := formatTime(before)
+	if dryRun {
+		if l.isClosed.Load() {
+			return 0, fmt.Errorf("ledger: purge (dry run): %w", ErrClosed)
+		}
+		var n int64
+		if err := l.rdb.QueryRowContext(ctx, sqlPurgeCount, cut).Scan(&n); err != nil {
+			return 0, fmt.Errorf("ledger: purge before %s (dry run): %w", cut, err)
+		}
+		return n, nil
+	}
+	var total int64
+	for {
+		var n int64
+		err := l.do(ctx, func(tx *sql.Tx) error {
+			res, err := tx.Exec(sqlPurgeChunk, cut, purgeChunk)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("ledger: purge before %s: %w", cut, err)
+		}
+		total += n
+		if n < purgeChunk {
+			return total, nil
+		}
+	}
+}

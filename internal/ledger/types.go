@@ -1,0 +1,206 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is the state of a ledger row (SPEC sections 4 and 6).
+type State string
+
+// The states a row can be in. They match the CHECK constraint in schema.sql.
+const (
+	// StateReceived is allowed by the schema but not written by this
+	// package; a row found in it is treated like SENT (in progress).
+	StateReceived State = "RECEIVED"
+	// StateSent: the request owns the GUID and may be at the core right now.
+	StateSent State = "SENT"
+	// StateDone: settled; the stored response is replayed byte for byte.
+	StateDone State = "DONE"
+	// StateUnknown: sent, result unknown; never resent, settled by inquiry.
+	StateUnknown State = "UNKNOWN"
+	// StateFailed: definitely not sent; may be re-claimed and sent again.
+	StateFailed State = "FAILED"
+)
+
+// States lists every state in a fixed order (for Stats and for callers that
+// print counts).
+var States = []State{StateReceived, StateSent, StateDone, StateUnknown, StateFailed}
+
+// Valid reports whether s is one of the five states of the schema.
+func (s State) Valid() bool {
+	switch s {
+	case StateReceived, StateSent, StateDone, StateUnknown, StateFailed:
+		return true
+	}
+	return false
+}
+
+// ClaimOutcome says what the caller of Claim must do with the request.
+type ClaimOutcome int
+
+// The zero ClaimOutcome is deliberately not Owned: a caller that ignores
+// Claim's error and looks only at the outcome must never call the core.
+const (
+	// Owned: this request owns the GUID (new row, or a FAILED row
+	// re-claimed); call the core exactly once, then Finish.
+	Owned ClaimOutcome = iota + 1
+	// Replay: the row is DONE with the same request; answer
+	// Claim.Response byte for byte without calling the core.
+	Replay
+	// InProgress: the row is SENT or RECEIVED (or a FAILED row was taken by
+	// someone else first); answer IN_PROGRESS at once, never wait.
+	InProgress
+	// Unknown: the row is UNKNOWN; answer READ_TIMEOUT, never resend.
+	Unknown
+	// Reused: the GUID is known with a different TX_CODE or body; answer
+	// GUID_REUSED and change nothing.
+	Reused
+)
+
+func (o ClaimOutcome) String() string {
+	switch o {
+	case Owned:
+		return "Owned"
+	case Replay:
+		return "Replay"
+	case InProgress:
+		return "InProgress"
+	case Unknown:
+		return "Unknown"
+	case Reused:
+		return "Reused"
+	}
+	return fmt.Sprintf("ClaimOutcome(%d)", int(o))
+}
+
+// Request is what Claim needs from a validated request frame. The ledger
+// never parses frames: the caller cuts them.
+type Request struct {
+	GUID   string
+	TxCode string
+	// Frame is the whole request frame as received (length prefix
+	// included); it is stored in tx.request.
+	Frame []byte
+	// Body is the part of Frame after the fixed-length header; it must be a
+	// suffix of Frame. Only TxCode and Body make a request's fingerprint:
+	// a retry may carry a new SENT_AT in its header and is still the same
+	// request.
+	Body []byte
+}
+
+// Claim is the result of (*Ledger).Claim.
+type Claim struct {
+	Outcome ClaimOutcome
+	// Attempts is the row's attempts after the claim: 1 for a new row, the
+	// incremented count for a re-claimed FAILED row, the stored count
+	// otherwise.
+	Attempts int
+	// Response is the stored response frame (Replay only).
+	Response []byte
+	// State is the state the row was found in; empty when Claim inserted a
+	// new row. For Owned after a FAILED row it is StateFailed.
+	State State
+	// RspCode is the stored rsp_code of the row found (empty for a new row).
+	RspCode string
+}
+
+// Row is one ledger row as read by Get and List. NULL columns read as zero
+// values.
+type Row struct {
+	GUID      string
+	TxCode    string
+	State     State
+	RspCode   string
+	Request   []byte
+	Response  []byte
+	Attempts  int
+	UpdatedAt time.Time // UTC, whole seconds; zero if NULL
+}
+
+// Filter selects rows for List. Zero fields select everything.
+type Filter struct {
+	// States: any of these states (empty: any state).
+	States []State
+	// UpdatedBefore: rows with updated_at at or before this instant,
+	// compared at whole seconds (the fraction of UpdatedBefore is dropped).
+	// So with UpdatedBefore = now - minAge a row exactly minAge old is
+	// selected. Zero: any age.
+	UpdatedBefore time.Time
+	// RspCode: rows with exactly this rsp_code (empty: any).
+	RspCode string
+	// MaxAttempts: when > 0, rows with attempts < MaxAttempts (a row with
+	// attempts == MaxAttempts is excluded).
+	MaxAttempts int
+	// Limit: at most this many rows when > 0.
+	Limit int
+}
+
+// StateCounts is what Stats reports.
+type StateCounts struct {
+	Total int64
+	// ByState holds every state of States, zero counts included.
+	ByState map[State]int64
+	// ByCode holds the non-zero (state, rsp_code) counts, ordered by state
+	// then rsp_code. A NULL rsp_code counts as "".
+	ByCode []CodeCount
+	// OldestUnknown is the updated_at of the oldest UNKNOWN row (zero if
+	// none): the age an operator alerts on when resolve is not running.
+	OldestUnknown time.Time
+	// OldestSent is the updated_at of the oldest SENT row (zero if none): a
+	// SENT row older than the relay's timeout was orphaned by a crash.
+	OldestSent time.Time
+}
+
+// CodeCount is the number of rows in one (state, rsp_code) pair.
+type CodeCount struct {
+	State   State
+	RspCode string
+	Count   int64
+}
+
+var (
+	// ErrStateChanged: a conditional transition found the row missing or
+	// in another state than the one it expected; nothing was changed. The
+	// error is a *StateError; errors.As gives the state found.
+	ErrStateChanged = errors.New("row is not in the expected state")
+	// ErrNotFound: no row has this GUID.
+	ErrNotFound = errors.New("no such row")
+	// ErrNotLedger: the file exists but is not a ledger (not SQLite, or no
+	// usable tx table, or an unknown schema version).
+	ErrNotLedger = errors.New("not a ledger")
+	// ErrClosed: the Ledger was closed.
+	ErrClosed = errors.New("ledger closed")
+)
+
+// StateError is the error of a conditional transition that changed nothing.
+// It matches ErrStateChanged, and also ErrNotFound when the row is missing.
+type StateError struct {
+	GUID  string
+	Want  State // the state the transition expected
+	Found State // the state found; empty when the row is missing
+	// Detail names a further condition that failed, e.g. the attempts
+	// limit of ReclaimBelow; usually empty.
+	Detail string
+}
+
+func (e *StateError) Error() string {
+	found := "row missing"
+	if e.Found != "" {
+		found = "found " + string(e.Found)
+	}
+	if e.Detail != "" {
+		found += " (" + e.Detail + ")"
+	}
+	return fmt.Sprintf("guid %s: want %s, %s: %v", e.GUID, e.Want, found, ErrStateChanged)
+}
+
+// Unwrap lets errors.Is match ErrStateChanged, and ErrNotFound for a
+// missing row.
+func (e *StateError) Unwrap() []error {
+	if e.Found == "" {
+		return []error{ErrStateChanged, ErrNotFound}
+	}
+	return []error{ErrStateChanged}
+}

@@ -1,0 +1,161 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// An op is one write operation queued for the writer goroutine. run executes
+// the operation's statements inside the batch transaction and stores its
+// result in variables the caller's closure captured; the caller reads them
+// only after done is closed and only if err is nil.
+type op struct {
+	run   func(tx *sql.Tx) error
+	state atomic.Int32 // opQueued → opTaken (writer) or opCancelled (caller)
+	err   error
+	done  chan struct{}
+}
+
+const (
+	opQueued int32 = iota
+	opTaken
+	opCancelled
+)
+
+// do queues run for the writer and waits for its result. See the package
+// doc for what a cancelled context means.
+func (l *Ledger) do(ctx context.Context, run func(tx *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &op{run: run, done: make(chan struct{})}
+
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case l.ops <- o:
+	case <-ctx.Done():
+		l.mu.RUnlock()
+		return ctx.Err()
+	}
+	l.mu.RUnlock()
+
+	select {
+	case <-o.done:
+		return o.err
+	case <-ctx.Done():
+		if o.state.CompareAndSwap(opQueued, opCancelled) {
+			return ctx.Err() // the writer will skip it: nothing was written
+		}
+		<-o.done // taken: the outcome is decided, report it
+		return o.err
+	}
+}
+
+// writer is the only goroutine that writes. It runs until Close closes ops,
+// and finishes every operation queued before that.
+func (l *Ledger) writer() {
+	defer close(l.writerDone)
+	batch := make([]*op, 0, l.cfg.maxBatch)
+	for first := range l.ops {
+		batch = l.runBatch(first, batch[:0])
+		for _, o := range batch {
+			close(o.done)
+		}
+		clear(batch) // drop references for the garbage collector
+	}
+}
+
+// take marks o as being executed, unless its caller gave up on it first.
+func take(batch []*op, o *op) []*op {
+	if o.state.CompareAndSwap(opQueued, opTaken) {
+		batch = append(batch, o)
+	}
+	return batch
+}
+
+// runBatch runs first and whatever else is queued (up to maxBatch) in one
+// BEGIN IMMEDIATE … COMMIT, and sets every op's err. It returns the ops it
+// took; the caller signals them.
+func (l *Ledger) runBatch(first *op, batch []*op) []*op {
+	// The writer never uses a caller's context: a cancelled statement
+	// would interrupt the transaction every other op of the batch shares.
+	// Background also keeps the driver on its no-goroutine fast path.
+	ctx := context.Background()
+
+	// Take the write lock first (this may wait for another process), then
+	// collect: ops that queued meanwhile join this batch, and callers can
+	// still cancel while we wait.
+	tx, beginErr := l.wconn.BeginTx(ctx, nil)
+
+	batch = take(batch, first)
+drain:
+	for len(batch) < l.cfg.maxBatch {
+		select {
+		case o, ok := <-l.ops:
+			if !ok {
+				break drain
+			}
+			batch = take(batch, o)
+		default:
+			break drain
+		}
+	}
+
+	if beginErr != nil {
+		failAll(batch, fmt.Errorf("begin: %w", beginErr))
+		return batch
+	}
+
+	for i, o := range batch {
+		if err := runOp(tx, o); err != nil {
+			// SQLite aborted the transaction: what ran before is gone.
+			tx.Rollback()
+			failAll(batch[:i], fmt.Errorf("batch rolled back: %w", err))
+			failAll(batch[i:], err)
+			return batch
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		failAll(batch, fmt.Errorf("commit: %w", err))
+		return batch
+	}
+	l.commits.Add(1)
+	return batch
+}
+
+// runOp runs one op inside its own savepoint. An error from the op itself
+// is the op's result (its statements are undone, the batch goes on); an
+// error returned by runOp means the transaction is unusable.
+func runOp(tx *sql.Tx, o *op) error {
+	if _, err := tx.Exec(`SAVEPOINT op`); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	if err := o.run(tx); err != nil {
+		o.err = err
+		// Fails when SQLite already rolled the whole transaction back
+		// (disk full, I/O error): then no op of this batch may succeed.
+		if _, rerr := tx.Exec(`ROLLBACK TO op`); rerr != nil {
+			return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
+		}
+	}
+	if _, err := tx.Exec(`RELEASE op`); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
+// failAll gives err to every op that has no error of its own yet.
+func failAll(batch []*op, err error) {
+	for _, o := range batch {
+		if o.err == nil {
+			o.err = err
+		}
+	}
+}
