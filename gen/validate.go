@@ -182,6 +182,9 @@ func validateSection(l *Layouts, file string, sec *Section, ps *Problems) {
 			if !jsonKeyPattern.MatchString(f.JSON) {
 				ps.add(file, f.Line, f.Name, "JSON key %q must be lowerCamelCase letters and digits", f.JSON)
 			}
+			if f.JSON == "guid" {
+				ps.add(file, f.Line, f.Name, "JSON key guid is reserved: the request's JSON carries the header's GUID under it")
+			}
 			if keys[f.JSON] {
 				ps.add(file, f.Line, f.Name, "duplicate JSON key %q", f.JSON)
 			}

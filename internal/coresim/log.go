@@ -103,7 +103,7 @@ func (s *Server) serveLogged(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(sw, r)
 	took := time.Since(t0)
 
-	guid := r.Header.Get("X-GUID")
+	guid := r.Header.Get(headerGUID)
 	if guid == "" {
 		// The mux has filled in the path values of the matched pattern.
 		guid = r.PathValue("guid")

@@ -223,6 +223,10 @@ type transferRequest struct {
 	Memo   string          `json:"memo"`
 }
 
+// headerGUID is X-GUID in canonical form, which spares Header.Get an
+// allocation to canonicalize it on every request.
+const headerGUID = "X-Guid"
+
 // maxBody bounds a transfer body; a real one is under 300 bytes.
 const maxBody = 64 << 10
 
@@ -234,7 +238,7 @@ const (
 )
 
 func (s *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
-	hdrGUID := r.Header.Get("X-GUID")
+	hdrGUID := r.Header.Get(headerGUID)
 	s.count(hdrGUID)
 
 	req, amount, msg := decodeTransfer(r, hdrGUID)

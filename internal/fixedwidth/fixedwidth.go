@@ -10,6 +10,7 @@ package fixedwidth
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -143,6 +144,9 @@ func TrimText(s string) string {
 
 var daysIn = [13]int{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
 
+// two reads the two digits at s[i:i+2]; the caller has checked they are digits.
+func two(s string, i int) int { return int(s[i]-'0')*10 + int(s[i+1]-'0') }
+
 // ValidTimestamp reports whether s is a plausible YYYYMMDDhhmmss: 14 digits,
 // month 01–12, a day that exists in that month (29 February only in leap
 // years), hour < 24, minute and second < 60.
@@ -150,21 +154,36 @@ func ValidTimestamp(s string) bool {
 	if len(s) != 14 || !Digits(s) {
 		return false
 	}
-	num := func(i, n int) int {
-		v := 0
-		for _, c := range s[i : i+n] {
-			v = v*10 + int(c-'0')
-		}
-		return v
-	}
-	year, month, day := num(0, 4), num(4, 2), num(6, 2)
+	year, month, day := two(s, 0)*100+two(s, 2), two(s, 4), two(s, 6)
 	if month < 1 || month > 12 || day < 1 || day > daysIn[month] {
 		return false
 	}
 	if month == 2 && day == 29 && !(year%4 == 0 && (year%100 != 0 || year%400 == 0)) {
 		return false
 	}
-	return num(8, 2) < 24 && num(10, 2) < 60 && num(12, 2) < 60
+	return two(s, 8) < 24 && two(s, 10) < 60 && two(s, 12) < 60
+}
+
+// Padding is copied from these constants rather than appended byte by
+// byte: encoding a frame is mostly padding.
+const (
+	spaces = "                                                                "
+	zeros  = "0000000000000000000000000000000000000000000000000000000000000000"
+)
+
+// field extends dst by width bytes and returns the extended slice and the
+// new field's bytes, so a field is written in place without a temporary.
+func field(dst []byte, width int) ([]byte, []byte) {
+	n := len(dst)
+	dst = slices.Grow(dst, width)[:n+width]
+	return dst, dst[n:]
+}
+
+// fill sets every byte of b to the padding byte of pad.
+func fill(b []byte, pad string) {
+	for len(b) > 0 {
+		b = b[copy(b, pad):]
+	}
 }
 
 // AppendText appends s left-aligned and space-padded to width. It refuses
@@ -174,10 +193,8 @@ func AppendText(dst []byte, s string, width int) ([]byte, bool) {
 	if len(s) > width || !Printable(s) {
 		return dst, false
 	}
-	dst = append(dst, s...)
-	for i := len(s); i < width; i++ {
-		dst = append(dst, ' ')
-	}
+	dst, f := field(dst, width)
+	fill(f[copy(f, s):], spaces)
 	return dst, true
 }
 
@@ -187,10 +204,10 @@ func AppendDigits(dst []byte, s string, width int) ([]byte, bool) {
 	if len(s) > width || !Digits(s) {
 		return dst, false
 	}
-	for i := len(s); i < width; i++ {
-		dst = append(dst, '0')
-	}
-	return append(dst, s...), true
+	dst, f := field(dst, width)
+	fill(f[:width-len(s)], zeros)
+	copy(f[width-len(s):], s)
+	return dst, true
 }
 
 // AppendNumber appends v zero-padded to width. It refuses negative values
@@ -199,22 +216,25 @@ func AppendNumber(dst []byte, v int64, width int) ([]byte, bool) {
 	if v < 0 {
 		return dst, false
 	}
-	var buf [20]byte
-	digits := strconv.AppendInt(buf[:0], v, 10)
-	if len(digits) > width {
-		return dst, false
+	orig := len(dst)
+	dst, f := field(dst, width)
+	i := width
+	for v > 0 {
+		if i == 0 {
+			return dst[:orig], false
+		}
+		i--
+		f[i] = byte('0' + v%10)
+		v /= 10
 	}
-	for i := len(digits); i < width; i++ {
-		dst = append(dst, '0')
-	}
-	return append(dst, digits...), true
+	fill(f[:i], zeros)
+	return dst, true
 }
 
 // AppendSpaces appends n spaces (filler fields, blank header fields).
 func AppendSpaces(dst []byte, n int) []byte {
-	for i := 0; i < n; i++ {
-		dst = append(dst, ' ')
-	}
+	dst, f := field(dst, n)
+	fill(f, spaces)
 	return dst
 }
 

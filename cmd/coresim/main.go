@@ -1,0 +1,227 @@
+// Command coresim serves the core banking simulator (SPEC §8) over HTTP:
+//
+//	coresim --port 9201 [--listen ADDR] [--delay SECONDS] [--limit N] [--accounts FILE] [--log FILE]
+//
+// Once it listens it prints one line to standard output,
+//
+//	coresim listening on http://127.0.0.1:9201
+//
+// so that a script can wait for it (and learn the port when --port is 0). Its
+// own log goes to standard error. SIGINT or SIGTERM stops it gracefully: it
+// stops accepting connections, lets requests in flight finish (a SLOW
+// transfer still posts), and exits 0. A second signal kills it at once.
+//
+// Exit status: 0 after a clean stop, 2 for bad arguments or an unreadable
+// accounts or log file (one line on standard error), 1 if it cannot listen or
+// fails while serving.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"lhrelay/internal/cliflag"
+	"lhrelay/internal/coresim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, restore the default handling so that a
+		// second one kills a shutdown that is taking too long.
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type options struct {
+	addr     string // host:port to listen on
+	delay    time.Duration
+	limit    int64
+	accounts string
+	logPath  string
+}
+
+const usageText = `usage: coresim [--port P] [--listen ADDR] [--delay SECONDS] [--limit N] [--accounts FILE] [--log FILE]
+
+Serves the core banking simulator (SPEC sections 3 and 8).
+
+`
+
+// parseArgs reads the command line. Its errors are one line, for stderr.
+func parseArgs(args []string, usage io.Writer) (options, error) {
+	fs := flag.NewFlagSet("coresim", flag.ContinueOnError)
+	// flag would print the whole usage on every error; we print one line.
+	fs.SetOutput(io.Discard)
+	var (
+		o      options
+		port   = fs.Int("port", 9201, "TCP `port` to listen on; 0 picks a free one")
+		listen = fs.String("listen", "127.0.0.1", "`address` to listen on: a host (with --port) or host:port")
+	)
+	cliflag.SecondsVar(fs, &o.delay, "delay", coresim.DefaultDelay, "`seconds` a transfer whose memo starts with SLOW waits before posting (e.g. 3, 0.5, 500ms); 0 = no wait")
+	fs.Int64Var(&o.limit, "limit", coresim.DefaultLimit, "largest `amount` of one transfer; more is LIMIT_EXCEEDED")
+	fs.StringVar(&o.accounts, "accounts", "", "CSV `file` of accounts (header bank,acct,balance) instead of the built-in set")
+	fs.StringVar(&o.logPath, "log", "", "append one line per request to `file` (- for standard output)")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(usage, usageText)
+			fs.SetOutput(usage)
+			fs.PrintDefaults()
+		}
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *port < 0 || *port > 65535 {
+		return o, fmt.Errorf("--port %d: want 0-65535", *port)
+	}
+	if o.limit <= 0 {
+		return o, fmt.Errorf("--limit %d: want a positive amount", o.limit)
+	}
+	portSet := false
+	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" })
+
+	addr, err := listenAddr(*listen, *port, portSet)
+	if err != nil {
+		return o, err
+	}
+	o.addr = addr
+	return o, nil
+}
+
+// listenAddr combines --listen and --port. --listen may carry its own port,
+// but then --port must not be given too: two ports is a mistake to report,
+// not a precedence rule to remember.
+func listenAddr(listen string, port int, portSet bool) (string, error) {
+	if listen == "" {
+		return "", errors.New("--listen: empty address")
+	}
+	if host, p, err := net.SplitHostPort(listen); err == nil {
+		if portSet {
+			return "", fmt.Errorf("--listen %s has a port and --port is given too: use one", listen)
+		}
+		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
+			return "", fmt.Errorf("--listen %s: bad port %q", listen, p)
+		}
+		return net.JoinHostPort(host, p), nil
+	}
+	// A bare host; IPv6 may come with or without brackets.
+	host := strings.TrimSuffix(strings.TrimPrefix(listen, "["), "]")
+	return net.JoinHostPort(host, strconv.Itoa(port)), nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseArgs(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "coresim: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+
+	cfg := coresim.Config{Delay: o.delay, Limit: o.limit}
+	if o.delay == 0 {
+		cfg.Delay = -1 // in Config, zero means the default; here the user asked for none
+	}
+	if o.accounts != "" {
+		cfg.Accounts, err = loadAccounts(o.accounts)
+		if err != nil {
+			fmt.Fprintf(stderr, "coresim: %v\n", err)
+			return 2
+		}
+	}
+	if o.logPath == "-" {
+		cfg.Log = stdout
+	} else if o.logPath != "" {
+		f, err := os.OpenFile(o.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "coresim: --log: %v\n", err)
+			return 2
+		}
+		// Closed after Shutdown, when no handler can write any more; the
+		// request log flushes after each burst, so nothing is left buffered.
+		defer f.Close()
+		cfg.Log = f
+	}
+	sim := coresim.New(cfg)
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "coresim: %v\n", err)
+		return 1
+	}
+	srv := &http.Server{
+		Handler:           sim,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+
+	nAccounts := len(cfg.Accounts)
+	if cfg.Accounts == nil {
+		nAccounts = len(coresim.DefaultAccounts())
+	}
+	logger.Info("coresim started",
+		"addr", ln.Addr().String(),
+		"delay", cliflag.FormatSeconds(o.delay)+"s",
+		"limit", o.limit,
+		"accounts", nAccounts,
+		"accounts_file", o.accounts,
+		"log", o.logPath,
+	)
+	fmt.Fprintf(stdout, "coresim listening on http://%s\n", ln.Addr())
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		logger.Error("serve failed", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+
+	// Requests in flight may include SLOW transfers: give them their delay
+	// and some slack to post and answer before giving up on them.
+	grace := max(o.delay, 0) + 10*time.Second
+	logger.Info("stopping: finishing requests in flight", "grace", grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Error("shutdown incomplete, closing connections", "err", err)
+		_ = srv.Close()
+		return 1
+	}
+	logger.Info("coresim stopped")
+	return 0
+}
+
+func loadAccounts(path string) ([]coresim.Account, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--accounts: %w", err)
+	}
+	defer f.Close()
+	accts, err := coresim.LoadAccounts(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err) // err says "accounts: line N: …"
+	}
+	return accts, nil
+}
