@@ -116,7 +116,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		}
 		switch found.State {
 		case StateDone:
-			if response == nil {
+			if len(response) == 0 {
 				return fmt.Errorf("row is DONE but has no stored response")
 			}
 			found.Outcome = Replay
@@ -152,7 +152,8 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 }
 
 // Finish records the outcome of an owned request: SENT → to (DONE, UNKNOWN
-// or FAILED) with the response code and the response frame as sent. If the
+// or FAILED) with the response code and the response frame as sent (DONE
+// requires one: it is what a retry gets replayed). If the
 // row is not SENT (or missing) nothing changes and the error is a
 // *StateError matching ErrStateChanged.
 func (l *Ledger) Finish(ctx context.Context, guid string, to State, rspCode string, response []byte) error {
@@ -168,7 +169,8 @@ func (l *Ledger) Finish(ctx context.Context, guid string, to State, rspCode stri
 }
 
 // Transition moves a row from one state to another in one conditional
-// UPDATE, setting rsp_code and response as given (nil stores NULL). It is
+// UPDATE, setting rsp_code and response as given (nil stores NULL; DONE
+// requires a response). It is
 // for the batch commands (resolve: UNKNOWN or stale SENT → DONE or FAILED).
 // If the row is not in from (or missing) nothing changes and the error is a
 // *StateError matching ErrStateChanged.
@@ -183,6 +185,11 @@ func (l *Ledger) Transition(ctx context.Context, guid string, from, to State, rs
 }
 
 func (l *Ledger) transition(ctx context.Context, guid string, from, to State, rspCode string, response []byte) error {
+	if to == StateDone && len(response) == 0 {
+		// A DONE row is answered by replaying its response: without one
+		// every retry of this GUID would fail.
+		return errors.New("a DONE row needs its response frame")
+	}
 	return l.do(ctx, func(tx *sql.Tx) error {
 		res, err := tx.Exec(sqlTransition, string(to), rspCode, response, guid, string(from))
 		if err != nil {

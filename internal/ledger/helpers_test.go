@@ -21,11 +21,14 @@ const (
 	codeRejected  = "B201"
 )
 
-var guidSeq atomic.Uint64
+var (
+	guidSeq   atomic.Uint64
+	guidEpoch = uint64(time.Now().UnixNano())
+)
 
-// newGUID returns a fresh 32-hex GUID.
+// newGUID returns a fresh 32-hex GUID; within a test run they increase.
 func newGUID() string {
-	return fmt.Sprintf("%032x", guidSeq.Add(1)+uint64(time.Now().UnixNano())<<20)
+	return fmt.Sprintf("%016x%016x", guidEpoch, guidSeq.Add(1))
 }
 
 // frame builds an LH-STD request frame (80-byte header, then body).
@@ -74,7 +77,13 @@ func newLedger(t testing.TB, opts ...Option) *Ledger {
 // package's pools: what another process would see.
 func rawDB(t testing.TB, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+path+"?mode=rw&_busy_timeout=10000")
+	return rawDBMode(t, path, "rw")
+}
+
+// rawDBMode is rawDB with a SQLite open mode ("rwc" creates the file).
+func rawDBMode(t testing.TB, path, mode string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode="+mode+"&_busy_timeout=10000")
 	assert.NilError(t, err)
 	t.Cleanup(func() { db.Close() })
 	return db

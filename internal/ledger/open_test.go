@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -42,6 +43,18 @@ func TestSchemaAppliedTwiceIsHarmless(t *testing.T) {
 	assert.NilError(t, db.QueryRow(`PRAGMA journal_mode`).Scan(&mode))
 	assert.Equal(t, mode, "wal")
 
+	// The writer's connection settings (the read pool's too, for
+	// busy_timeout and query_only).
+	var sync, busy int
+	assert.NilError(t, l.do(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRow(`SELECT synchronous, timeout FROM pragma_synchronous, pragma_busy_timeout`).Scan(&sync, &busy)
+	}))
+	assert.Equal(t, sync, 2, "synchronous must be FULL")
+	assert.Equal(t, busy, 10000)
+	var queryOnly int
+	assert.NilError(t, l.rdb.QueryRow(`SELECT query_only FROM pragma_query_only`).Scan(&queryOnly))
+	assert.Equal(t, queryOnly, 1)
+
 	var indexes int
 	assert.NilError(t, db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type='index' AND name='tx_state_updated_at'`).Scan(&indexes))
 	assert.Equal(t, indexes, 1)
@@ -69,7 +82,7 @@ func TestOpenExistingRefusesWhatIsNotALedger(t *testing.T) {
 	t.Run("missing file", func(t *testing.T) {
 		p := filepath.Join(dir, "missing.db")
 		_, err := OpenExisting(p)
-		assert.ErrorContains(t, err, "does not exist")
+		assert.ErrorContains(t, err, "ledger file missing, not created")
 		assert.Check(t, errors.Is(err, os.ErrNotExist))
 		_, statErr := os.Stat(p)
 		assert.Check(t, errors.Is(statErr, os.ErrNotExist), "OpenExisting created the file")
@@ -111,7 +124,7 @@ func TestOpenExistingRefusesWhatIsNotALedger(t *testing.T) {
 
 	t.Run("sqlite without tx", func(t *testing.T) {
 		p := filepath.Join(dir, "other.db")
-		db := rawDB(t, p+"?mode=rwc")
+		db := rawDBMode(t, p, "rwc")
 		_, err := db.Exec(`CREATE TABLE accounts(id INTEGER PRIMARY KEY)`)
 		assert.NilError(t, err)
 		_, err = OpenExisting(p)
@@ -129,7 +142,7 @@ func TestOpenExistingRefusesWhatIsNotALedger(t *testing.T) {
 
 	t.Run("tx without the columns", func(t *testing.T) {
 		p := filepath.Join(dir, "badtx.db")
-		db := rawDB(t, p+"?mode=rwc")
+		db := rawDBMode(t, p, "rwc")
 		_, err := db.Exec(`CREATE TABLE tx(guid TEXT PRIMARY KEY, state TEXT)`)
 		assert.NilError(t, err)
 		for _, open := range []func(string, ...Option) (*Ledger, error){Open, OpenExisting} {
@@ -171,8 +184,9 @@ func TestOpenCreatesFileButNotDirectory(t *testing.T) {
 	_, statErr := os.Stat(filepath.Join(dir, "nodir"))
 	assert.Check(t, errors.Is(statErr, os.ErrNotExist))
 
-	_, err = Open(filepath.Join(dir, "notes.txt"))
+	l, err := Open(filepath.Join(dir, "new.db"))
 	assert.NilError(t, err) // a missing file is created…
+	assert.NilError(t, l.Close())
 	p := filepath.Join(dir, "text.db")
 	assert.NilError(t, os.WriteFile(p, []byte("definitely not SQLite, and long enough"), 0o644))
 	_, err = Open(p) // …but an existing non-SQLite file is refused
@@ -180,7 +194,7 @@ func TestOpenCreatesFileButNotDirectory(t *testing.T) {
 
 	// Odd characters in the path stay part of the file name.
 	odd := filepath.Join(dir, "a?b#c%20d.db")
-	l, err := Open(odd)
+	l, err = Open(odd)
 	assert.NilError(t, err)
 	assert.NilError(t, l.Close())
 	_, err = os.Stat(odd)

@@ -193,7 +193,8 @@ func (e *StateError) Error() string {
 	if e.Detail != "" {
 		found += " (" + e.Detail + ")"
 	}
-	return fmt.Sprintf("guid %s: want %s, %s: %v", e.GUID, e.Want, found, ErrStateChanged)
+	// No GUID here: every method wraps the error with its operation and GUID.
+	return fmt.Sprintf("want %s, %s: %v", e.Want, found, ErrStateChanged)
 }
 
 // Unwrap lets errors.Is match ErrStateChanged, and ErrNotFound for a

@@ -1,0 +1,81 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkClaimFinish measures one transfer's ledger work (Claim, then
+// Finish to DONE) with 1, 16 and 64 concurrent channels, on a real file
+// with synchronous=FULL. It reports transfers per second and group commits
+// per transfer (2 would mean no grouping at all).
+//
+// It starts exactly `channels` goroutines rather than using RunParallel,
+// whose goroutine count is a multiple of GOMAXPROCS.
+func BenchmarkClaimFinish(b *testing.B) {
+	for _, channels := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("channels=%d", channels), func(b *testing.B) {
+			benchClaimFinish(b, channels)
+		})
+	}
+}
+
+func benchClaimFinish(b *testing.B, channels int) {
+	l, err := Open(dbPath(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+
+	// Frames prepared up front so the loop measures the ledger only.
+	reqs := make([]Request, b.N)
+	for i := range reqs {
+		reqs[i] = request(txTransfer, newGUID(), sentAt1, bodyA)
+	}
+	resp := responseFrame(newGUID(), codeOK)
+
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	commits0 := l.Commits()
+	start := time.Now()
+	for range channels {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(reqs) {
+					return
+				}
+				r := reqs[i]
+				c, err := l.Claim(ctx, r)
+				if err == nil && c.Outcome != Owned {
+					err = fmt.Errorf("claim %s: %v", r.GUID, c.Outcome)
+				}
+				if err == nil {
+					err = l.Finish(ctx, r.GUID, StateDone, codeOK, resp)
+				}
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tx/s")
+	b.ReportMetric(float64(l.Commits()-commits0)/float64(b.N), "commits/tx")
+}

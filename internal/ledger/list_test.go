@@ -1,0 +1,197 @@
+package ledger
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+)
+
+func guidsOf(rows []Row) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.GUID
+	}
+	return out
+}
+
+func TestList(t *testing.T) {
+	ctx := context.Background()
+	l := newLedger(t)
+	now := time.Now().UTC().Truncate(time.Second)
+
+	mk := func(state State, code string, age time.Duration) string {
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		seed(t, l, r, state, code)
+		setUpdatedAt(t, l, r.GUID, now.Add(-age))
+		return r.GUID
+	}
+	unknownOld := mk(StateUnknown, codeTimeout, time.Hour)
+	unknownAtAge := mk(StateUnknown, codeTimeout, 10*time.Minute) // exactly min-age old
+	unknownYoung := mk(StateUnknown, codeTimeout, 10*time.Minute-time.Second)
+	failed1 := mk(StateFailed, codeNoConnect, 2*time.Hour)
+	failed3 := mk(StateFailed, codeNoConnect, 3*time.Hour)
+	_, err := rawDB(t, l.Path()).Exec(`UPDATE tx SET attempts = 3 WHERE guid = ?`, failed3)
+	assert.NilError(t, err)
+	failedOther := mk(StateFailed, "E999", 4*time.Hour)
+	sentStale := mk(StateSent, "", time.Hour)
+	done := mk(StateDone, codeOK, 5*time.Hour)
+
+	list := func(f Filter) []string {
+		t.Helper()
+		rows, err := l.List(ctx, f)
+		assert.NilError(t, err)
+		return guidsOf(rows)
+	}
+
+	// No filter: everything, oldest first; equal times by guid (the GUIDs
+	// of this test increase in creation order).
+	assert.DeepEqual(t, list(Filter{}), []string{done, failedOther, failed3, failed1, unknownOld, sentStale, unknownAtAge, unknownYoung})
+
+	// resolve: UNKNOWN at least 10 minutes old; the row exactly 10 minutes
+	// old is selected, the one a second younger is not.
+	minAge := 10 * time.Minute
+	before := now.Add(-minAge).Add(500 * time.Millisecond) // fraction dropped
+	assert.DeepEqual(t, list(Filter{States: []State{StateUnknown}, UpdatedBefore: before}),
+		[]string{unknownOld, unknownAtAge})
+	assert.DeepEqual(t, list(Filter{States: []State{StateUnknown}, UpdatedBefore: now.Add(-minAge)}),
+		[]string{unknownOld, unknownAtAge})
+
+	// Several states.
+	assert.DeepEqual(t, list(Filter{States: []State{StateUnknown, StateSent}, UpdatedBefore: now.Add(-30 * time.Minute)}),
+		[]string{unknownOld, sentStale})
+
+	// reprocess: FAILED, E902, attempts < 3 (attempts == 3 excluded).
+	assert.DeepEqual(t, list(Filter{States: []State{StateFailed}, RspCode: codeNoConnect, MaxAttempts: 3}),
+		[]string{failed1})
+	assert.DeepEqual(t, list(Filter{States: []State{StateFailed}, RspCode: codeNoConnect, MaxAttempts: 4}),
+		[]string{failed3, failed1})
+	assert.DeepEqual(t, list(Filter{States: []State{StateFailed}, RspCode: codeNoConnect, MaxAttempts: 1}),
+		[]string{})
+
+	// Limit keeps the oldest.
+	assert.DeepEqual(t, list(Filter{States: []State{StateFailed}, Limit: 2}), []string{failedOther, failed3})
+
+	_, err = l.List(ctx, Filter{States: []State{"BOGUS"}})
+	assert.ErrorContains(t, err, "invalid state")
+
+	// The row's fields come back whole.
+	rows, err := l.List(ctx, Filter{States: []State{StateDone}})
+	assert.NilError(t, err)
+	assert.Equal(t, len(rows), 1)
+	assert.Equal(t, rows[0].TxCode, txTransfer)
+	assert.Equal(t, rows[0].RspCode, codeOK)
+	assert.Equal(t, rows[0].Attempts, 1)
+	assert.DeepEqual(t, rows[0].Response, responseFrame(done, codeOK))
+	assert.Equal(t, rows[0].UpdatedAt, now.Add(-5*time.Hour))
+}
+
+func TestPurgeDone(t *testing.T) {
+	ctx := context.Background()
+	l := newLedger(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	days := func(n int) time.Duration { return time.Duration(n) * 24 * time.Hour }
+
+	var oldDone []string
+	for range 3 {
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		seed(t, l, r, StateDone, codeOK)
+		setUpdatedAt(t, l, r.GUID, now.Add(-days(40)))
+		oldDone = append(oldDone, r.GUID)
+	}
+	keep := map[string]State{}
+	add := func(state State, code string, age time.Duration) {
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		seed(t, l, r, state, code)
+		setUpdatedAt(t, l, r.GUID, now.Add(-age))
+		keep[r.GUID] = state
+	}
+	add(StateDone, codeOK, days(30))                      // exactly 30 days: stays
+	add(StateDone, codeRejected, days(29))                // young
+	add(StateUnknown, codeTimeout, days(400))             // never purged
+	add(StateFailed, codeNoConnect, days(400))            // never purged
+	add(StateSent, "", days(400))                         // never purged
+	cut := now.Add(-days(30)).Add(900 * time.Millisecond) // fraction dropped
+
+	n, err := l.PurgeDone(ctx, cut, true)
+	assert.NilError(t, err)
+	assert.Equal(t, n, int64(3))
+	st, err := l.Stats(ctx)
+	assert.NilError(t, err)
+	assert.Equal(t, st.Total, int64(8), "dry run deleted rows")
+
+	n, err = l.PurgeDone(ctx, cut, false)
+	assert.NilError(t, err)
+	assert.Equal(t, n, int64(3))
+	for _, g := range oldDone {
+		_, err := l.Get(ctx, g)
+		assert.ErrorIs(t, err, ErrNotFound)
+	}
+	for g, s := range keep {
+		row, err := l.Get(ctx, g)
+		assert.NilError(t, err)
+		assert.Equal(t, row.State, s)
+	}
+
+	n, err = l.PurgeDone(ctx, cut, false)
+	assert.NilError(t, err)
+	assert.Equal(t, n, int64(0))
+}
+
+func TestPurgeDoneInChunks(t *testing.T) {
+	ctx := context.Background()
+	l := newLedger(t)
+	const rows = purgeChunk*2 + 17
+	db := rawDB(t, l.Path())
+	_, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < ?)
+INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
+SELECT printf('%032x', i), 'BKTR0001', 'DONE', '0000', x'00', x'00', 1, '2000-01-01 00:00:00' FROM n`, rows)
+	assert.NilError(t, err)
+	before := l.Commits()
+	n, err := l.PurgeDone(ctx, time.Now(), false)
+	assert.NilError(t, err)
+	assert.Equal(t, n, int64(rows))
+	assert.Equal(t, l.Commits()-before, uint64(3))
+}
+
+func TestStats(t *testing.T) {
+	ctx := context.Background()
+	l := newLedger(t)
+
+	st, err := l.Stats(ctx)
+	assert.NilError(t, err)
+	assert.Equal(t, st.Total, int64(0))
+	assert.Equal(t, len(st.ByState), len(States))
+	assert.Check(t, st.OldestUnknown.IsZero())
+
+	now := time.Now().UTC().Truncate(time.Second)
+	add := func(state State, code string, age time.Duration) {
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		seed(t, l, r, state, code)
+		setUpdatedAt(t, l, r.GUID, now.Add(-age))
+	}
+	add(StateDone, codeOK, 0)
+	add(StateDone, codeOK, 0)
+	add(StateDone, codeRejected, 0)
+	add(StateUnknown, codeTimeout, time.Hour)
+	add(StateUnknown, codeTimeout, 2*time.Hour)
+	add(StateFailed, codeNoConnect, 0)
+	add(StateSent, "", 3*time.Minute)
+
+	st, err = l.Stats(ctx)
+	assert.NilError(t, err)
+	assert.Equal(t, st.Total, int64(7))
+	assert.DeepEqual(t, st.ByState, map[State]int64{
+		StateReceived: 0, StateSent: 1, StateDone: 3, StateUnknown: 2, StateFailed: 1,
+	})
+	assert.DeepEqual(t, st.ByCode, []CodeCount{
+		{StateDone, codeOK, 2},
+		{StateDone, codeRejected, 1},
+		{StateFailed, codeNoConnect, 1},
+		{StateSent, "", 1},
+		{StateUnknown, codeTimeout, 2},
+	})
+	assert.Equal(t, st.OldestUnknown, now.Add(-2*time.Hour))
+	assert.Equal(t, st.OldestSent, now.Add(-3*time.Minute))
+}
