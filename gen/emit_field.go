@@ -266,3 +266,6 @@ func docComment(f *File, text string) {
 		f.Comment(line)
 	}
 }
+
+// multiLine renders a composite literal with one element per line.
+var multiLine = Options{Open: "{", Close: "}", Separator: ",", Multi: true}

@@ -87,6 +87,22 @@ func emitHeader(l *Layouts) *File {
 		Return(Id("dst"), Nil()),
 	)
 
+	docComment(f, "Fields lists the header's values in layout order, for display.")
+	f.Func().Params(Id("h").Op("*").Id("Header")).Id("Fields").Params().Index().Id("FieldValue").Block(
+		Return(Index().Id("FieldValue").CustomFunc(multiLine, func(g *Group) {
+			for _, fd := range h.Fields {
+				if fd.Filler {
+					continue
+				}
+				var val Code = Id("h").Dot(goName(fd.Name))
+				if fd.Prefix {
+					val = Qual("strconv", "Itoa").Call(Id("h").Dot(goName(fd.Name)))
+				}
+				g.Values(Id("Name").Op(":").Lit(fd.Name), Id("Value").Op(":").Add(val))
+			}
+		})),
+	)
+
 	docComment(f, "RawHeader takes the bytes found at each header field's position, as they")
 	docComment(f, "are and unchecked, for answering a frame that could not be parsed.")
 	docComment(f, "Positions beyond the end of frame are left empty.")

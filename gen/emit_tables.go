@@ -207,7 +207,7 @@ func emitRegistry(l *Layouts) *File {
 					}
 				}))
 			}
-			g.Id(strings.ToLower(tx.Code)).Op("=").Id("Transaction").Values(
+			g.Id(strings.ToLower(tx.Code)).Op("=").Id("Transaction").Custom(multiLine,
 				Id("Code").Op(":").Lit(tx.Code),
 				Id("Title").Op(":").Lit(tx.Title),
 				Id("Method").Op(":").Lit(tx.Method),
@@ -237,7 +237,7 @@ func emitRegistry(l *Layouts) *File {
 	)
 	docComment(f, "Transactions lists every registered transaction, ordered by code.")
 	f.Func().Id("Transactions").Params().Index().Op("*").Id("Transaction").Block(
-		Return(Index().Op("*").Id("Transaction").ValuesFunc(func(g *Group) {
+		Return(Index().Op("*").Id("Transaction").CustomFunc(multiLine, func(g *Group) {
 			for _, tx := range l.Txs {
 				g.Op("&").Id(strings.ToLower(tx.Code))
 			}

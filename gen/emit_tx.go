@@ -199,7 +199,7 @@ func (c *codec) emitSet(f *File) {
 func (c *codec) emitFields(f *File) {
 	docComment(f, "Fields lists the body's values in layout order, for display.")
 	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("Fields").Params().Index().Id("FieldValue").Block(
-		Return(Index().Id("FieldValue").ValuesFunc(func(g *Group) {
+		Return(Index().Id("FieldValue").CustomFunc(multiLine, func(g *Group) {
 			for _, fd := range c.fields {
 				val := Code(c.member(fd))
 				if fd.Kind == fixedwidth.Numeric && !fd.String {

@@ -124,7 +124,10 @@ func (r *BKIQ0001Request) Set(key, value string) error {
 
 // Fields lists the body's values in layout order, for display.
 func (r *BKIQ0001Request) Fields() []FieldValue {
-	return []FieldValue{{Name: "BANK", JSON: "bank", Value: r.Bank}, {Name: "ACCT", JSON: "acct", Value: r.Acct, Account: true}}
+	return []FieldValue{
+		{Name: "BANK", JSON: "bank", Value: r.Bank},
+		{Name: "ACCT", JSON: "acct", Value: r.Acct, Account: true},
+	}
 }
 
 // BKIQ0001Response is the response body of BKIQ0001 (balance inquiry): 29 bytes after the header.
@@ -215,7 +218,10 @@ func (r *BKIQ0001Response) Set(key, value string) error {
 
 // Fields lists the body's values in layout order, for display.
 func (r *BKIQ0001Response) Fields() []FieldValue {
-	return []FieldValue{{Name: "BALANCE", JSON: "balance", Value: strconv.FormatInt(r.Balance, 10)}, {Name: "AS_OF", JSON: "asOf", Value: r.AsOf}}
+	return []FieldValue{
+		{Name: "BALANCE", JSON: "balance", Value: strconv.FormatInt(r.Balance, 10)},
+		{Name: "AS_OF", JSON: "asOf", Value: r.AsOf},
+	}
 }
 
 // CorePath returns the path of the core call, GET /v1/accounts/{bank}/{acct}, with the request's values filled in.

@@ -205,7 +205,14 @@ func (r *BKTR0001Request) Set(key, value string) error {
 
 // Fields lists the body's values in layout order, for display.
 func (r *BKTR0001Request) Fields() []FieldValue {
-	return []FieldValue{{Name: "WD_BANK", JSON: "wdBank", Value: r.WdBank}, {Name: "WD_ACCT", JSON: "wdAcct", Value: r.WdAcct, Account: true}, {Name: "DP_BANK", JSON: "dpBank", Value: r.DpBank}, {Name: "DP_ACCT", JSON: "dpAcct", Value: r.DpAcct, Account: true}, {Name: "AMOUNT", JSON: "amount", Value: strconv.FormatInt(r.Amount, 10)}, {Name: "MEMO", JSON: "memo", Value: r.Memo}}
+	return []FieldValue{
+		{Name: "WD_BANK", JSON: "wdBank", Value: r.WdBank},
+		{Name: "WD_ACCT", JSON: "wdAcct", Value: r.WdAcct, Account: true},
+		{Name: "DP_BANK", JSON: "dpBank", Value: r.DpBank},
+		{Name: "DP_ACCT", JSON: "dpAcct", Value: r.DpAcct, Account: true},
+		{Name: "AMOUNT", JSON: "amount", Value: strconv.FormatInt(r.Amount, 10)},
+		{Name: "MEMO", JSON: "memo", Value: r.Memo},
+	}
 }
 
 // BKTR0001Response is the response body of BKTR0001 (account transfer): 45 bytes after the header.
@@ -311,7 +318,11 @@ func (r *BKTR0001Response) Set(key, value string) error {
 
 // Fields lists the body's values in layout order, for display.
 func (r *BKTR0001Response) Fields() []FieldValue {
-	return []FieldValue{{Name: "CORE_TXID", JSON: "txId", Value: r.CoreTxid}, {Name: "BALANCE", JSON: "balance", Value: strconv.FormatInt(r.Balance, 10)}, {Name: "POSTED_AT", JSON: "postedAt", Value: r.PostedAt}}
+	return []FieldValue{
+		{Name: "CORE_TXID", JSON: "txId", Value: r.CoreTxid},
+		{Name: "BALANCE", JSON: "balance", Value: strconv.FormatInt(r.Balance, 10)},
+		{Name: "POSTED_AT", JSON: "postedAt", Value: r.PostedAt},
+	}
 }
 
 // CorePath returns the path of the core call, POST /v1/transfers, with the request's values filled in.

@@ -158,6 +158,20 @@ func AppendFrame(dst []byte, h *Header, body BodyEncoder) ([]byte, error) {
 	return dst, nil
 }
 
+// Fields lists the header's values in layout order, for display.
+func (h *Header) Fields() []FieldValue {
+	return []FieldValue{
+		{Name: "LEN", Value: strconv.Itoa(h.Len)},
+		{Name: "TX_CODE", Value: h.TxCode},
+		{Name: "GUID", Value: h.GUID},
+		{Name: "FLAG", Value: h.Flag},
+		{Name: "SRC_ORG", Value: h.SrcOrg},
+		{Name: "DST_ORG", Value: h.DstOrg},
+		{Name: "RSP_CODE", Value: h.RspCode},
+		{Name: "SENT_AT", Value: h.SentAt},
+	}
+}
+
 // RawHeader takes the bytes found at each header field's position, as they
 // are and unchecked, for answering a frame that could not be parsed.
 // Positions beyond the end of frame are left empty.

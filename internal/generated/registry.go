@@ -61,16 +61,38 @@ type Transaction struct {
 }
 
 var (
-	bkiq0001 = Transaction{Code: "BKIQ0001", Title: "balance inquiry", Method: "GET", Path: "/v1/accounts/{bank}/{acct}", JSONBody: false, RequestLen: BKIQ0001RequestLen, ResponseLen: BKIQ0001ResponseLen, StatusSources: map[int]Source{404: SourceNoAccount}, NewRequest: func() RequestBody {
-		return new(BKIQ0001Request)
-	}, NewResponse: func() ResponseBody {
-		return new(BKIQ0001Response)
-	}}
-	bktr0001 = Transaction{Code: "BKTR0001", Title: "account transfer", Method: "POST", Path: "/v1/transfers", JSONBody: true, RequestLen: BKTR0001RequestLen, ResponseLen: BKTR0001ResponseLen, StatusSources: nil, NewRequest: func() RequestBody {
-		return new(BKTR0001Request)
-	}, NewResponse: func() ResponseBody {
-		return new(BKTR0001Response)
-	}}
+	bkiq0001 = Transaction{
+		Code:          "BKIQ0001",
+		Title:         "balance inquiry",
+		Method:        "GET",
+		Path:          "/v1/accounts/{bank}/{acct}",
+		JSONBody:      false,
+		RequestLen:    BKIQ0001RequestLen,
+		ResponseLen:   BKIQ0001ResponseLen,
+		StatusSources: map[int]Source{404: SourceNoAccount},
+		NewRequest: func() RequestBody {
+			return new(BKIQ0001Request)
+		},
+		NewResponse: func() ResponseBody {
+			return new(BKIQ0001Response)
+		},
+	}
+	bktr0001 = Transaction{
+		Code:          "BKTR0001",
+		Title:         "account transfer",
+		Method:        "POST",
+		Path:          "/v1/transfers",
+		JSONBody:      true,
+		RequestLen:    BKTR0001RequestLen,
+		ResponseLen:   BKTR0001ResponseLen,
+		StatusSources: nil,
+		NewRequest: func() RequestBody {
+			return new(BKTR0001Request)
+		},
+		NewResponse: func() ResponseBody {
+			return new(BKTR0001Response)
+		},
+	}
 )
 
 // Compile-time guard on the body lengths registered here: regenerate with go generate ./... if this fails to build.
@@ -95,5 +117,8 @@ func LookupTransaction(code string) (*Transaction, bool) {
 
 // Transactions lists every registered transaction, ordered by code.
 func Transactions() []*Transaction {
-	return []*Transaction{&bkiq0001, &bktr0001}
+	return []*Transaction{
+		&bkiq0001,
+		&bktr0001,
+	}
 }

@@ -1,0 +1,277 @@
+// Command ledger inspects a relay ledger without changing it:
+//
+//	ledger show  --db PATH [--json] GUID
+//	ledger list  --db PATH [--state S] [--older-than SECONDS] [--limit N] [--json]
+//	ledger stats --db PATH [--json]
+//
+// show decodes the stored request and response frames through the generated
+// layouts; list selects rows by state and age; stats counts rows by state and
+// response code and names the oldest UNKNOWN and SENT rows, the ones an
+// operator must settle. Exit status: 0 on success, 1 when a GUID is not found,
+// 2 for bad arguments or a missing or unusable database.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"lhrelay/internal/cliflag"
+	"lhrelay/internal/ledger"
+)
+
+const usage = `usage:
+  ledger show  --db PATH [--json] GUID
+  ledger list  --db PATH [--state S] [--older-than SECONDS] [--limit N] [--json]
+  ledger stats --db PATH [--json]`
+
+// exitError carries the exit status with the one-line message.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{2, fmt.Errorf(format, args...)}
+}
+
+func main() {
+	err := run(context.Background(), os.Args[1:], os.Stdout, time.Now())
+	if err == nil {
+		return
+	}
+	code := 2
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	fmt.Fprintln(os.Stderr, "ledger:", err)
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, out io.Writer, now time.Time) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(out, usage)
+		if len(args) == 0 {
+			return usageErr("missing command (show, list or stats)")
+		}
+		return nil
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("ledger "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	db := fs.String("db", "", "ledger file (required)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	var state string
+	var olderThan time.Duration
+	var limit int
+	switch cmd {
+	case "show", "stats":
+	case "list":
+		fs.StringVar(&state, "state", "", "only rows in this state (RECEIVED, SENT, DONE, UNKNOWN, FAILED)")
+		cliflag.SecondsVar(fs, &olderThan, "older-than", 0, "only rows last updated at least this many seconds ago")
+		fs.IntVar(&limit, "limit", 1000, "at most this many rows (0: all)")
+	default:
+		return usageErr("unknown command %q (want show, list or stats)", cmd)
+	}
+	if err := fs.Parse(args); err != nil {
+		return usageErr("%s: %v", cmd, err)
+	}
+	if *db == "" {
+		return usageErr("%s: --db is required", cmd)
+	}
+	if cmd == "show" && fs.NArg() != 1 {
+		return usageErr("show: want exactly one GUID, got %d arguments", fs.NArg())
+	}
+	if cmd != "show" && fs.NArg() != 0 {
+		return usageErr("%s: unexpected argument %q", cmd, fs.Arg(0))
+	}
+	if state != "" && !ledger.State(state).Valid() {
+		return usageErr("list: --state %q is not a ledger state (RECEIVED, SENT, DONE, UNKNOWN, FAILED)", state)
+	}
+	if limit < 0 {
+		return usageErr("list: --limit must not be negative")
+	}
+
+	l, err := ledger.OpenExisting(*db)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	defer l.Close()
+
+	switch cmd {
+	case "show":
+		row, err := l.Get(ctx, fs.Arg(0))
+		if errors.Is(err, ledger.ErrNotFound) {
+			return &exitError{1, fmt.Errorf("show: no row for GUID %s in %s", fs.Arg(0), *db)}
+		}
+		if err != nil {
+			return &exitError{2, err}
+		}
+		return printShow(out, describeRow(row), *asJSON)
+	case "list":
+		f := ledger.Filter{Limit: limit}
+		if state != "" {
+			f.States = []ledger.State{ledger.State(state)}
+		}
+		if olderThan > 0 {
+			f.UpdatedBefore = now.Add(-olderThan)
+		}
+		rows, err := l.List(ctx, f)
+		if err != nil {
+			return &exitError{2, err}
+		}
+		return printList(out, rows, *asJSON)
+	default:
+		st, err := l.Stats(ctx)
+		if err != nil {
+			return &exitError{2, err}
+		}
+		return printStats(out, st, now, *asJSON)
+	}
+}
+
+// listRow is one row of list's output.
+type listRow struct {
+	GUID      string `json:"guid"`
+	TxCode    string `json:"txCode"`
+	State     string `json:"state"`
+	RspCode   string `json:"rspCode"`
+	Attempts  int    `json:"attempts"`
+	UpdatedAt string `json:"updatedAt"`
+}
+
+func printList(out io.Writer, rows []ledger.Row, asJSON bool) error {
+	list := make([]listRow, len(rows))
+	for i, r := range rows {
+		list[i] = listRow{r.GUID, r.TxCode, string(r.State), r.RspCode, r.Attempts, formatTime(r.UpdatedAt)}
+	}
+	if asJSON {
+		return writeJSON(out, list)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GUID\tTX_CODE\tSTATE\tRSP\tATTEMPTS\tUPDATED_AT (UTC)")
+	for _, r := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.GUID, r.TxCode, r.State, dash(r.RspCode), r.Attempts, r.UpdatedAt)
+	}
+	fmt.Fprintf(tw, "(%d rows)\n", len(list))
+	return tw.Flush()
+}
+
+// statsOut is stats' JSON output.
+type statsOut struct {
+	Total         int64            `json:"total"`
+	ByState       map[string]int64 `json:"byState"`
+	ByCode        []codeCount      `json:"byCode"`
+	OldestUnknown string           `json:"oldestUnknown,omitempty"`
+	OldestSent    string           `json:"oldestSent,omitempty"`
+}
+
+type codeCount struct {
+	State   string `json:"state"`
+	RspCode string `json:"rspCode"`
+	Meaning string `json:"meaning"`
+	Count   int64  `json:"count"`
+}
+
+func printStats(out io.Writer, st ledger.StateCounts, now time.Time, asJSON bool) error {
+	s := statsOut{Total: st.Total, ByState: map[string]int64{}}
+	for _, state := range ledger.States {
+		s.ByState[string(state)] = st.ByState[state]
+	}
+	for _, c := range st.ByCode {
+		s.ByCode = append(s.ByCode, codeCount{string(c.State), c.RspCode, meaning(c.RspCode), c.Count})
+	}
+	if !st.OldestUnknown.IsZero() {
+		s.OldestUnknown = formatTime(st.OldestUnknown)
+	}
+	if !st.OldestSent.IsZero() {
+		s.OldestSent = formatTime(st.OldestSent)
+	}
+	if asJSON {
+		return writeJSON(out, s)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STATE\tROWS")
+	for _, state := range ledger.States {
+		fmt.Fprintf(tw, "%s\t%d\n", state, s.ByState[string(state)])
+	}
+	fmt.Fprintf(tw, "total\t%d\n\n", s.Total)
+	fmt.Fprintln(tw, "STATE\tRSP\tROWS\tMEANING")
+	for _, c := range s.ByCode {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", c.State, dash(c.RspCode), c.Count, c.Meaning)
+	}
+	fmt.Fprintln(tw)
+	for _, o := range []struct {
+		what string
+		at   time.Time
+		hint string
+	}{
+		{"oldest UNKNOWN", st.OldestUnknown, "settle with resolve"},
+		{"oldest SENT", st.OldestSent, "a relay may have died mid-call: resolve --stale-sent"},
+	} {
+		if o.at.IsZero() {
+			fmt.Fprintf(tw, "%s:\tnone\n", o.what)
+			continue
+		}
+		fmt.Fprintf(tw, "%s:\t%s UTC (%s ago; %s)\n", o.what, formatTime(o.at), now.Sub(o.at).Round(time.Second), o.hint)
+	}
+	return tw.Flush()
+}
+
+func printShow(out io.Writer, d rowDetail, asJSON bool) error {
+	if asJSON {
+		return writeJSON(out, d)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "GUID\t%s\n", d.GUID)
+	fmt.Fprintf(tw, "TX_CODE\t%s\n", d.TxCode)
+	fmt.Fprintf(tw, "STATE\t%s\n", d.State)
+	fmt.Fprintf(tw, "RSP_CODE\t%s\t%s\n", dash(d.RspCode), meaning(d.RspCode))
+	fmt.Fprintf(tw, "ATTEMPTS\t%d\n", d.Attempts)
+	fmt.Fprintf(tw, "UPDATED_AT\t%s UTC\n", d.UpdatedAt)
+	for _, f := range []*frameDetail{d.Request, d.Response} {
+		if f == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "\n%s frame\t(%d bytes)\n", f.Role, f.Bytes)
+		for _, kv := range f.Header {
+			fmt.Fprintf(tw, "  %s\t%s\n", kv.Name, kv.Value)
+		}
+		for _, kv := range f.Body {
+			fmt.Fprintf(tw, "  %s\t%s\n", kv.Name, kv.Value)
+		}
+		if f.Error != "" {
+			fmt.Fprintf(tw, "  (cannot decode:\t%s)\n", f.Error)
+			fmt.Fprintf(tw, "  raw\t%q\n", f.Raw)
+		}
+	}
+	if d.Response == nil {
+		fmt.Fprintf(tw, "\nresponse frame\tnone stored yet\n")
+	}
+	return tw.Flush()
+}
+
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") }
+
+func dash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}

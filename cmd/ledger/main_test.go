@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/wire"
+)
+
+const (
+	guidDone    = "00000000000000000000000000000001"
+	guidUnknown = "00000000000000000000000000000002"
+	guidSent    = "00000000000000000000000000000003"
+)
+
+// prepare writes a ledger with one DONE, one UNKNOWN and one SENT row, the
+// way the relay writes them.
+func prepare(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	l, err := ledger.Open(path)
+	assert.NilError(t, err)
+	defer l.Close()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 10, 30, 0, 0, time.Local)
+	for _, guid := range []string{guidDone, guidUnknown, guidSent} {
+		req := &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "12345", Amount: 50000, Memo: "rent"}
+		h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
+		frame, err := generated.AppendFrame(nil, &h, req)
+		assert.NilError(t, err)
+		c, err := l.Claim(ctx, ledger.Request{GUID: guid, TxCode: "BKTR0001", Frame: frame, Body: frame[generated.HeaderLen:]})
+		assert.NilError(t, err)
+		assert.Equal(t, c.Outcome, ledger.Owned)
+		switch guid {
+		case guidDone:
+			body := &generated.BKTR0001Response{CoreTxid: "T000000000000001", Balance: 950000, PostedAt: "20261129103001"}
+			rsp, err := wire.AppendResponse(nil, &h, generated.RspHTTP200, body, now)
+			assert.NilError(t, err)
+			assert.NilError(t, l.Finish(ctx, guid, ledger.StateDone, string(generated.RspHTTP200), rsp))
+		case guidUnknown:
+			rsp, err := wire.AppendResponse(nil, &h, generated.RspReadTimeout, nil, now)
+			assert.NilError(t, err)
+			assert.NilError(t, l.Finish(ctx, guid, ledger.StateUnknown, string(generated.RspReadTimeout), rsp))
+		}
+	}
+	return path
+}
+
+func runOut(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(context.Background(), args, &out, time.Now().Add(time.Hour))
+	return out.String(), err
+}
+
+func TestShowDecodesFrames(t *testing.T) {
+	db := prepare(t)
+	out, err := runOut(t, "show", "--db", db, guidDone)
+	assert.NilError(t, err)
+	for _, want := range []string{"STATE       DONE", "RSP_CODE    0000", "WD_ACCT", "11002003004005", "AMOUNT", "50000", "MEMO", "rent", "CORE_TXID", "T000000000000001", "BALANCE", "950000", } {
+		assert.Assert(t, is.Contains(out, want))
+	}
+	assert.Assert(t, is.Regexp(`(?s)response frame.*FLAG\s+R\n`, out))
+
+	out, err = runOut(t, "show", "--db", db, "--json", guidSent)
+	assert.NilError(t, err)
+	var d rowDetail
+	assert.NilError(t, json.Unmarshal([]byte(out), &d))
+	assert.Equal(t, d.State, "SENT")
+	assert.Assert(t, d.Response == nil)
+	assert.Equal(t, d.Request.Body[5], field{"MEMO", "rent"})
+}
+
+func TestListAndStats(t *testing.T) {
+	db := prepare(t)
+	out, err := runOut(t, "list", "--db", db, "--state", "UNKNOWN")
+	assert.NilError(t, err)
+	assert.Assert(t, is.Contains(out, guidUnknown))
+	assert.Assert(t, !strings.Contains(out, guidDone))
+	assert.Assert(t, is.Contains(out, "(1 rows)"))
+
+	out, err = runOut(t, "list", "--db", db, "--json", "--older-than", "7200")
+	assert.NilError(t, err)
+	var rows []listRow
+	assert.NilError(t, json.Unmarshal([]byte(out), &rows))
+	assert.Equal(t, len(rows), 0, "rows written just now are not two hours old")
+
+	out, err = runOut(t, "stats", "--db", db, "--json")
+	assert.NilError(t, err)
+	var s statsOut
+	assert.NilError(t, json.Unmarshal([]byte(out), &s))
+	assert.Equal(t, s.Total, int64(3))
+	assert.DeepEqual(t, s.ByState, map[string]int64{"RECEIVED": 0, "SENT": 1, "DONE": 1, "UNKNOWN": 1, "FAILED": 0})
+	assert.Assert(t, s.OldestUnknown != "")
+
+	out, err = runOut(t, "stats", "--db", db)
+	assert.NilError(t, err)
+	assert.Assert(t, is.Contains(out, "oldest UNKNOWN:"))
+	assert.Assert(t, is.Contains(out, "settle with resolve"))
+	assert.Assert(t, is.Contains(out, "E901"))
+}
+
+func TestErrors(t *testing.T) {
+	db := prepare(t)
+	code := func(err error) int {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		return -1
+	}
+	_, err := runOut(t, "show", "--db", db, "ffffffffffffffffffffffffffffffff")
+	assert.Equal(t, code(err), 1)
+	assert.ErrorContains(t, err, "no row for GUID")
+
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"show", guidDone},
+		{"show", "--db", db},
+		{"list", "--db", db, "--state", "LOST"},
+		{"list", "--db", db, "--older-than", "-5"},
+		{"show", "--db", filepath.Join(t.TempDir(), "missing", "relay.db"), guidDone},
+	} {
+		_, err := runOut(t, args...)
+		assert.Equal(t, code(err), 2, "%v: %v", args, err)
+	}
+
+	notLedger := filepath.Join(t.TempDir(), "notes.txt")
+	assert.NilError(t, os.WriteFile(notLedger, []byte("not a database"), 0o644))
+	_, err = runOut(t, "stats", "--db", notLedger)
+	assert.Equal(t, code(err), 2)
+}
