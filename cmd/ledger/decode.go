@@ -103,7 +103,9 @@ func (e errShort) Error() string {
 
 type errUnknownTx string
 
-func (e errUnknownTx) Error() string { return "TX_CODE " + strconv.Quote(string(e)) + " is not registered" }
+func (e errUnknownTx) Error() string {
+	return "TX_CODE " + strconv.Quote(string(e)) + " is not registered"
+}
 
 // meaning describes a stored response code for people.
 func meaning(code string) string {

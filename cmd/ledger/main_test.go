@@ -69,7 +69,7 @@ func TestShowDecodesFrames(t *testing.T) {
 	db := prepare(t)
 	out, err := runOut(t, "show", "--db", db, guidDone)
 	assert.NilError(t, err)
-	for _, want := range []string{"STATE       DONE", "RSP_CODE    0000", "WD_ACCT", "11002003004005", "AMOUNT", "50000", "MEMO", "rent", "CORE_TXID", "T000000000000001", "BALANCE", "950000", } {
+	for _, want := range []string{"STATE       DONE", "RSP_CODE    0000", "WD_ACCT", "11002003004005", "AMOUNT", "50000", "MEMO", "rent", "CORE_TXID", "T000000000000001", "BALANCE", "950000"} {
 		assert.Assert(t, is.Contains(out, want))
 	}
 	assert.Assert(t, is.Regexp(`(?s)response frame.*FLAG\s+R\n`, out))
