@@ -1,0 +1,38 @@
+// Command purge deletes settled (DONE) ledger rows last updated more than
+// --days days ago. Rows in every other state stay, however old.
+//
+//	purge --db PATH --days N [--dry-run]
+//
+// Purging sets the idempotency window: a channel retrying a GUID whose row
+// was purged is treated as a new transfer. Keep --days well beyond the
+// longest time a channel may retry.
+package main
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"lhrelay/internal/batch"
+)
+
+func main() { batch.Main("purge", run) }
+
+func run(ctx context.Context, args []string, stdout io.Writer) (*batch.Summary, error) {
+	var db string
+	fs := batch.NewFlagSet("purge", &db)
+	days := fs.Int("days", -1, "delete DONE rows last updated more than this many days ago (required)")
+	dryRun := fs.Bool("dry-run", false, "list what would be deleted and change nothing")
+	if err := batch.Parse(fs, args, &db, stdout); err != nil {
+		return nil, err
+	}
+	if *days < 0 {
+		return nil, batch.Usagef("--days is required and must be a whole number of days, 0 or more")
+	}
+	l, err := batch.OpenLedger(db)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	return batch.Purge(ctx, l, batch.PurgeConfig{Days: *days, DryRun: *dryRun, Now: time.Now(), Out: stdout})
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/batch"
+	"lhrelay/internal/ledger"
+)
+
+func TestArguments(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "relay.db")
+	l, err := ledger.Open(db)
+	assert.NilError(t, err)
+	assert.NilError(t, l.Close())
+	text := filepath.Join(t.TempDir(), "notes.txt")
+	assert.NilError(t, os.WriteFile(text, []byte("hello"), 0o644))
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--days", "30"}, 2, "--db is required"},
+		{[]string{"--db", db}, 2, "--days is required"},
+		{[]string{"--db", db, "--days", "-1"}, 2, "--days"},
+		{[]string{"--db", db, "--days", "x"}, 2, "invalid value"},
+		{[]string{"--db", db, "--days", "30", "extra"}, 2, "unexpected argument"},
+		{[]string{"--db", filepath.Join(t.TempDir(), "nodir", "relay.db"), "--days", "30"}, 2, ""},
+		{[]string{"--db", text, "--days", "30"}, 2, ""},
+		{[]string{"--db", db, "--days", "30"}, 0, ""},
+		{[]string{"--db", db, "--days", "0", "--dry-run"}, 0, ""},
+	} {
+		var out bytes.Buffer
+		s, err := run(context.Background(), tc.args, &out)
+		assert.Equal(t, batch.ExitCode(err), tc.code, "%v: %v", tc.args, err)
+		if tc.msg != "" {
+			assert.ErrorContains(t, err, tc.msg)
+		}
+		if tc.code == 0 {
+			assert.Assert(t, s != nil)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package batch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/wire"
+)
+
+var guidSeq atomic.Uint64
+
+func newGUID() string { return fmt.Sprintf("%016x%016x", uint64(0xba7c4), guidSeq.Add(1)) }
+
+// testLedger is a ledger file in t.TempDir() with helpers to put rows into
+// any state and age.
+type testLedger struct {
+	t    *testing.T
+	path string
+	l    *ledger.Ledger
+	raw  *sql.DB
+}
+
+func newTestLedger(t *testing.T) *testLedger {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	l, err := ledger.Open(path)
+	assert.NilError(t, err)
+	raw, err := sql.Open("sqlite3", "file:"+path+"?mode=rw&_busy_timeout=10000")
+	assert.NilError(t, err)
+	t.Cleanup(func() { raw.Close(); l.Close() })
+	return &testLedger{t: t, path: path, l: l, raw: raw}
+}
+
+// transferFrame builds a BKTR0001 request frame for guid.
+func transferFrame(t *testing.T, guid, memo string, amount int64) (generated.Header, []byte) {
+	h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
+	req := &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "081", DpAcct: "11002003004007", Amount: amount, Memo: memo}
+	frame, err := generated.AppendFrame(nil, &h, req)
+	assert.NilError(t, err)
+	return h, frame
+}
+
+// seed claims a new transfer and leaves it in state with code, updated age ago.
+func (tl *testLedger) seed(state ledger.State, code generated.RspCode, age time.Duration) string {
+	t := tl.t
+	guid := newGUID()
+	h, frame := transferFrame(t, guid, "seed", 1000)
+	ctx := context.Background()
+	c, err := tl.l.Claim(ctx, ledger.Request{GUID: guid, TxCode: h.TxCode, Frame: frame, Body: frame[generated.HeaderLen:]})
+	assert.NilError(t, err)
+	assert.Equal(t, c.Outcome, ledger.Owned)
+	if state != ledger.StateSent {
+		var body generated.ResponseBody
+		if code == generated.RspHTTP200 {
+			body = &generated.BKTR0001Response{CoreTxid: "T1", Balance: 1, PostedAt: "20261129103000"}
+		}
+		rsp, err := wire.AppendResponse(nil, &h, code, body, time.Now())
+		assert.NilError(t, err)
+		assert.NilError(t, tl.l.Finish(ctx, guid, state, string(code), rsp))
+	}
+	tl.age(guid, age)
+	return guid
+}
+
+// age sets a row's updated_at to age ago, as SQLite's datetime('now') text.
+func (tl *testLedger) age(guid string, age time.Duration) {
+	at := time.Now().Add(-age).UTC().Format("2006-01-02 15:04:05")
+	res, err := tl.raw.Exec(`UPDATE tx SET updated_at = ? WHERE guid = ?`, at, guid)
+	assert.NilError(tl.t, err)
+	n, err := res.RowsAffected()
+	assert.NilError(tl.t, err)
+	assert.Equal(tl.t, n, int64(1))
+}
+
+func (tl *testLedger) setAttempts(guid string, n int) {
+	_, err := tl.raw.Exec(`UPDATE tx SET attempts = ? WHERE guid = ?`, n, guid)
+	assert.NilError(tl.t, err)
+}
+
+func (tl *testLedger) row(guid string) ledger.Row {
+	r, err := tl.l.Get(context.Background(), guid)
+	assert.NilError(tl.t, err)
+	return r
+}
+
+func (tl *testLedger) exists(guid string) bool {
+	_, err := tl.l.Get(context.Background(), guid)
+	return err == nil
+}
