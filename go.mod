@@ -3,9 +3,20 @@ module lhrelay
 go 1.26.8
 
 require (
-	github.com/dave/jennifer v1.7.1 // indirect
+	github.com/dave/jennifer v1.7.1
+	github.com/mattn/go-sqlite3 v1.14.53
+	github.com/prometheus/client_golang v1.25.0
+	gotest.tools/v3 v3.5.2
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/mattn/go-sqlite3 v1.14.53 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
-	gotest.tools/v3 v3.5.2 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -18,18 +18,17 @@ import (
 
 func main() { batch.Main("purge", run) }
 
-func run(ctx context.Context, args []string, stdout io.Writer) (*batch.Summary, error) {
-	var db string
-	fs := batch.NewFlagSet("purge", &db)
+func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
+	fs := c.Flags
 	days := fs.Int("days", -1, "delete DONE rows last updated more than this many days ago (required)")
 	dryRun := fs.Bool("dry-run", false, "list what would be deleted and change nothing")
-	if err := batch.Parse(fs, args, &db, stdout); err != nil {
+	if err := c.Parse(args, stdout); err != nil {
 		return nil, err
 	}
 	if *days < 0 {
 		return nil, batch.Usagef("--days is required and must be a whole number of days, 0 or more")
 	}
-	l, err := batch.OpenLedger(db)
+	l, err := c.Open()
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func TestArguments(t *testing.T) {
 		{[]string{"--db", db, "--days", "0", "--dry-run"}, 0, ""},
 	} {
 		var out bytes.Buffer
-		s, err := run(context.Background(), tc.args, &out)
+		s, err := run(context.Background(), batch.NewCommand("purge"), tc.args, &out)
 		assert.Equal(t, batch.ExitCode(err), tc.code, "%v: %v", tc.args, err)
 		if tc.msg != "" {
 			assert.ErrorContains(t, err, tc.msg)

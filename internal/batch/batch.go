@@ -71,6 +71,15 @@ func (s *Summary) Count(outcome string) int {
 	return s.counts[outcome]
 }
 
+// Each calls f for every outcome in order.
+func (s *Summary) Each(f func(outcome string, n int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.order {
+		f(o, s.counts[o])
+	}
+}
+
 // String is the one-line summary, e.g.
 // "resolve: selected=3 done=2 failed=0 unreachable=1 skipped=0".
 func (s *Summary) String() string {

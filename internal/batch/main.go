@@ -8,64 +8,111 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"lhrelay/internal/ledger"
 )
 
-// Body is a batch command's work: parse args, run, return the summary.
-type Body func(ctx context.Context, args []string, stdout io.Writer) (*Summary, error)
+// Command is the part every batch command shares: its name, the --db flag
+// that has no default (a batch run on the wrong file is a real incident),
+// and --metrics-file, which writes the run's outcome counts in Prometheus
+// text format for node_exporter's textfile collector, so a scheduler's runs
+// are watched like the relay.
+type Command struct {
+	Name        string
+	DB          string
+	MetricsFile string
+	Flags       *flag.FlagSet
+}
 
-// Main runs body as a command: SIGINT/SIGTERM stop it between rows, the
+// NewCommand returns a command with a flag set that reports errors instead
+// of exiting.
+func NewCommand(name string) *Command {
+	c := &Command{Name: name, Flags: flag.NewFlagSet(name, flag.ContinueOnError)}
+	c.Flags.SetOutput(io.Discard)
+	c.Flags.StringVar(&c.DB, "db", "", "ledger file (required; no default)")
+	c.Flags.StringVar(&c.MetricsFile, "metrics-file", "", "write the run's outcome counts here in Prometheus text format (for a textfile collector)")
+	return c
+}
+
+// Parse parses args, turning every problem into a UsageError. --help
+// prints the flags.
+func (c *Command) Parse(args []string, stdout io.Writer) error {
+	if err := c.Flags.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			c.Flags.SetOutput(stdout)
+			c.Flags.PrintDefaults()
+		}
+		return &UsageError{err}
+	}
+	if c.Flags.NArg() > 0 {
+		return Usagef("unexpected argument %q", c.Flags.Arg(0))
+	}
+	if c.DB == "" {
+		return Usagef("--db is required (there is no default: a batch run on the wrong file is an incident)")
+	}
+	return nil
+}
+
+// Open opens the existing ledger named by --db; a missing file or directory,
+// or a file that is not a ledger, is a usage error (exit status 2).
+func (c *Command) Open() (*ledger.Ledger, error) {
+	l, err := ledger.OpenExisting(c.DB)
+	if err != nil {
+		return nil, &UsageError{err}
+	}
+	return l, nil
+}
+
+// Body is a batch command's work: parse args, run, return the summary.
+type Body func(ctx context.Context, c *Command, args []string, stdout io.Writer) (*Summary, error)
+
+// Main runs body as a process: SIGINT/SIGTERM stop it between rows, the
 // summary line goes to stdout, an error to stderr as one line, and the
 // process exits with the status of SPEC §7.
 func Main(name string, body Body) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	s, err := body(ctx, os.Args[1:], os.Stdout)
+	c := NewCommand(name)
+	s, err := body(ctx, c, os.Args[1:], os.Stdout)
+	stop()
 	if s != nil {
 		fmt.Fprintln(os.Stdout, s)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	}
-	stop()
+	if s != nil && c.MetricsFile != "" {
+		if werr := WriteMetricsFile(c.MetricsFile, s, ExitCode(err), time.Now()); werr != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, werr)
+		}
+	}
 	os.Exit(ExitCode(err))
 }
 
-// NewFlagSet returns a flag set that reports errors instead of exiting, with
-// the --db flag every batch command requires.
-func NewFlagSet(name string, db *string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(db, "db", "", "ledger file (required: no default, a batch run on the wrong file is an incident)")
-	return fs
-}
-
-// Parse parses args, turning every problem into a UsageError. --help
-// prints the flags.
-func Parse(fs *flag.FlagSet, args []string, db *string, stdout io.Writer) error {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-		}
-		return &UsageError{err}
-	}
-	if fs.NArg() > 0 {
-		return Usagef("unexpected argument %q", fs.Arg(0))
-	}
-	if *db == "" {
-		return Usagef("--db is required (there is no default: a batch run on the wrong file is an incident)")
+// WriteMetricsFile writes the run's counts, exit status and end time in
+// Prometheus text format, atomically (a collector never reads half a file).
+func WriteMetricsFile(path string, s *Summary, exitCode int, end time.Time) error {
+	reg := prometheus.NewRegistry()
+	rows := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "lhrelay_batch_last_run_rows",
+		Help: "Rows handled by the last run of a batch command, by outcome.",
+	}, []string{"command", "outcome"})
+	exit := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "lhrelay_batch_last_run_exit_code",
+		Help: "Exit status of the last run: 0 ok, 1 core unreachable for some rows, 2 usage or database error.",
+	}, []string{"command"})
+	at := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "lhrelay_batch_last_run_timestamp_seconds",
+		Help: "When the last run of a batch command ended.",
+	}, []string{"command"})
+	reg.MustRegister(rows, exit, at)
+	s.Each(func(outcome string, n int) { rows.WithLabelValues(s.Command, outcome).Set(float64(n)) })
+	exit.WithLabelValues(s.Command).Set(float64(exitCode))
+	at.WithLabelValues(s.Command).Set(float64(end.Unix()))
+	if err := prometheus.WriteToTextfile(path, reg); err != nil {
+		return fmt.Errorf("metrics file: %w", err)
 	}
 	return nil
-}
-
-// OpenLedger opens an existing ledger file; a missing file or directory, or
-// a file that is not a ledger, is a usage error (exit status 2).
-func OpenLedger(db string) (*ledger.Ledger, error) {
-	l, err := ledger.OpenExisting(db)
-	if err != nil {
-		return nil, &UsageError{err}
-	}
-	return l, nil
 }
