@@ -6,6 +6,7 @@ require (
 	github.com/dave/jennifer v1.7.1
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/prometheus/client_golang v1.25.0
+	golang.org/x/term v0.46.0
 	gotest.tools/v3 v3.5.2
 )
 
