@@ -95,9 +95,10 @@ func Probe(ctx context.Context, addr string, data []byte, timeout time.Duration)
 	if _, err := c.nc.Write(data); err != nil {
 		return res, fmt.Errorf("send to %s: %w", addr, err)
 	}
-	if err := c.CloseWrite(); err != nil {
-		return res, fmt.Errorf("half-close to %s: %w", addr, err)
-	}
+	// The relay may already have answered and closed (an unparseable
+	// prefix ends the connection), so a failed half-close is not an error:
+	// what it sent back is still to be read.
+	_ = c.CloseWrite()
 	for {
 		if err := c.nc.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
 			res.End = err

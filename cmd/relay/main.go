@@ -1,0 +1,270 @@
+// Command relay serves LH-STD channels (SPEC §1, §5): every valid request
+// frame becomes exactly one JSON call to the core, recorded in the SQLite
+// ledger (SPEC §6), and is answered with one standard response code.
+//
+//	relay [--port P] [--listen ADDR] [--core URL] [--timeout SECONDS] [--db PATH] [options]
+//
+// --listen is a host (combined with --port) or a host:port (then --port must
+// not be given): --listen 0.0.0.0 --port 9200 and --listen 0.0.0.0:9200 are
+// the same. The default, 127.0.0.1:9200, accepts local channels only.
+//
+// Durations are seconds with decimals (0.5) or Go durations (500ms). The
+// connect timeout is capped at --timeout: --timeout bounds the whole core
+// call from the moment it starts, connecting included.
+//
+// Once it listens it prints one line to standard output,
+//
+//	relay listening on 127.0.0.1:9200
+//
+// so that a script can wait for it (and learn the port when --port is 0). Its
+// log goes to standard error.
+//
+// SIGINT or SIGTERM stops it: it stops accepting, closes idle connections,
+// finishes the frames in flight (each bounded by --timeout; the whole stop by
+// --timeout plus 5 seconds, after which remaining core calls are cancelled
+// and recorded as E901/E902, never left SENT), closes the ledger and exits 0.
+// A second signal kills it at once.
+//
+// Exit status: 0 after a clean stop; 2 for bad arguments (one line on
+// standard error); 1 if it cannot listen, cannot open the ledger, or had to
+// cut the stop short.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"lhrelay/internal/cliflag"
+	"lhrelay/internal/corecall"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/relay"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, restore the default handling so that a
+		// second one kills a stop that is taking too long.
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// stopMargin is added to --timeout to bound a graceful stop: time to record
+// the outcomes and write the answers after the last core call returns.
+const stopMargin = 5 * time.Second
+
+type options struct {
+	addr           string
+	core           string
+	timeout        time.Duration
+	connectTimeout time.Duration
+	frameTimeout   time.Duration
+	idleTimeout    time.Duration
+	maxConns       int
+	db             string
+	logFormat      string
+	logLevel       slog.Level
+}
+
+const usageText = `usage: relay [--port P] [--listen ADDR] [--core URL] [--timeout SECONDS] [--db PATH] [options]
+
+Serves LH-STD channels: each request frame becomes one call to the core,
+recorded in the ledger, answered with one response code (SPEC section 5).
+Durations are seconds (1, 0.5) or Go durations (500ms).
+
+`
+
+func parseArgs(args []string, usage io.Writer) (options, error) {
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // one-line errors, not the whole usage
+	var (
+		o        options
+		port     = fs.Int("port", 9200, "TCP `port` to listen on for channels; 0 picks a free one")
+		listen   = fs.String("listen", "127.0.0.1", "`address` to listen on: a host (with --port) or host:port")
+		logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	)
+	fs.StringVar(&o.core, "core", "http://127.0.0.1:9201", "base `URL` of the core banking system")
+	cliflag.SecondsVar(fs, &o.timeout, "timeout", corecall.DefaultTimeout, "`seconds` a core call may take in all, connecting included; past it the answer is "+string(generated.RspReadTimeout)+" (or "+string(generated.RspConnectFail)+" if nothing was sent)")
+	cliflag.SecondsVar(fs, &o.connectTimeout, "connect-timeout", corecall.DefaultConnectTimeout, "`seconds` to establish the TCP connection to the core ("+string(generated.RspConnectFail)+" past it); capped at --timeout")
+	cliflag.SecondsVar(fs, &o.frameTimeout, "frame-timeout", relay.DefaultFrameTimeout, "`seconds` a started frame has to arrive whole (else the connection is dropped); also bounds writing an answer")
+	cliflag.SecondsVar(fs, &o.idleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "`seconds` a connection may wait between frames before it is closed")
+	fs.IntVar(&o.maxConns, "max-conns", relay.DefaultMaxConns, "most channel connections open at once; one more is closed at once, unread")
+	fs.StringVar(&o.db, "db", "relay.db", "SQLite ledger `file`, created if missing")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(usage, usageText)
+			fs.SetOutput(usage)
+			fs.PrintDefaults()
+		}
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *port < 0 || *port > 65535 {
+		return o, fmt.Errorf("--port %d: want 0-65535", *port)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	addr, err := listenAddr(*listen, *port, set["port"])
+	if err != nil {
+		return o, err
+	}
+	o.addr = addr
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"timeout", o.timeout}, {"connect-timeout", o.connectTimeout}, {"frame-timeout", o.frameTimeout}, {"idle-timeout", o.idleTimeout}} {
+		if d.v <= 0 {
+			return o, fmt.Errorf("--%s must be more than 0", d.name)
+		}
+	}
+	if o.maxConns < 1 {
+		return o, fmt.Errorf("--max-conns %d: want at least 1", o.maxConns)
+	}
+	if o.db == "" {
+		return o, errors.New("--db: empty path")
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return o, fmt.Errorf("--log-format %q: want text or json", o.logFormat)
+	}
+	if err := o.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return o, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	// Checked here, so a bad URL is an argument error (exit 2).
+	if _, err := corecall.New(corecall.Config{BaseURL: o.core}); err != nil {
+		return o, fmt.Errorf("--core: %w", err)
+	}
+	return o, nil
+}
+
+// listenAddr combines --listen and --port. --listen may carry its own port,
+// but then --port must not be given too: two ports is a mistake to report,
+// not a precedence rule to remember.
+func listenAddr(listen string, port int, portSet bool) (string, error) {
+	if listen == "" {
+		return "", errors.New("--listen: empty address")
+	}
+	if host, p, err := net.SplitHostPort(listen); err == nil {
+		if portSet {
+			return "", fmt.Errorf("--listen %s has a port and --port is given too: use one", listen)
+		}
+		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
+			return "", fmt.Errorf("--listen %s: bad port %q", listen, p)
+		}
+		return net.JoinHostPort(host, p), nil
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(listen, "["), "]")
+	return net.JoinHostPort(host, strconv.Itoa(port)), nil
+}
+
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseArgs(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "relay: %v\n", err)
+		return 2
+	}
+	log := newLogger(stderr, o.logFormat, o.logLevel)
+
+	core, err := corecall.New(corecall.Config{
+		BaseURL:        o.core,
+		Timeout:        o.timeout,
+		ConnectTimeout: o.connectTimeout,
+		MaxIdleConns:   o.maxConns, // one call per connection at most
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "relay: --core: %v\n", err)
+		return 2
+	}
+	led, err := ledger.Open(o.db)
+	if err != nil {
+		fmt.Fprintf(stderr, "relay: --db: %v\n", err)
+		return 1
+	}
+	defer func() {
+		// After the server has stopped: no frame can still be recording.
+		if err := led.Close(); err != nil {
+			log.Error("closing the ledger", "err", err)
+		}
+	}()
+	srv, err := relay.New(relay.Config{
+		Core:         core,
+		Ledger:       led,
+		FrameTimeout: o.frameTimeout,
+		IdleTimeout:  o.idleTimeout,
+		MaxConns:     o.maxConns,
+		Logger:       log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "relay: %v\n", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "relay: %v\n", err)
+		return 1
+	}
+	log.Info("relay started",
+		"addr", ln.Addr().String(),
+		"core", o.core,
+		"db", led.Path(),
+		"timeout", cliflag.FormatSeconds(o.timeout)+"s",
+		"connect_timeout", cliflag.FormatSeconds(min(o.connectTimeout, o.timeout))+"s",
+		"frame_timeout", cliflag.FormatSeconds(o.frameTimeout)+"s",
+		"idle_timeout", cliflag.FormatSeconds(o.idleTimeout)+"s",
+		"max_conns", o.maxConns,
+	)
+	fmt.Fprintf(stdout, "relay listening on %s\n", ln.Addr())
+	return serve(ctx, srv, ln, o.timeout+stopMargin, log)
+}
+
+// serve runs srv on ln until ctx ends, then stops it within grace. It is
+// shared by cmd/relay's tests.
+func serve(ctx context.Context, srv *relay.Server, ln net.Listener, grace time.Duration, log *slog.Logger) int {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		log.Error("serving failed", "err", err)
+		srv.Close()
+		return 1
+	case <-ctx.Done():
+	}
+	log.Info("stopping: finishing frames in flight", "grace", grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Error("stop cut short: remaining core calls cancelled and recorded", "err", err)
+		return 1
+	}
+	<-serveErr
+	log.Info("relay stopped")
+	return 0
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/wire"
+)
+
+func TestParseArgsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--timeout", "abc"}, "invalid value"},
+		{[]string{"--timeout", "0"}, "--timeout must be more than 0"},
+		{[]string{"--timeout", "-1"}, "negative duration"},
+		{[]string{"--frame-timeout", "0"}, "--frame-timeout must be more than 0"},
+		{[]string{"--max-conns", "0"}, "--max-conns 0"},
+		{[]string{"--port", "70000"}, "--port 70000"},
+		{[]string{"--listen", "127.0.0.1:9", "--port", "9"}, "use one"},
+		{[]string{"--core", "127.0.0.1:9201"}, "--core"},
+		{[]string{"--log-format", "xml"}, "--log-format"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--db", ""}, "--db"},
+		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--nope"}, "not defined"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, &stdout, &stderr)
+			assert.Equal(t, code, 2)
+			assert.Assert(t, strings.HasPrefix(stderr.String(), "relay: "), stderr.String())
+			assert.Assert(t, strings.Contains(stderr.String(), tc.want), stderr.String())
+			assert.Equal(t, strings.Count(stderr.String(), "\n"), 1, "one line")
+		})
+	}
+}
+
+func TestParseArgsDefaults(t *testing.T) {
+	o, err := parseArgs(nil, io.Discard)
+	assert.NilError(t, err)
+	assert.Equal(t, o.addr, "127.0.0.1:9200")
+	assert.Equal(t, o.core, "http://127.0.0.1:9201")
+	assert.Equal(t, o.db, "relay.db")
+	assert.Equal(t, o.frameTimeout, 10*time.Second)
+	assert.Equal(t, o.idleTimeout, 300*time.Second)
+
+	o, err = parseArgs([]string{"--timeout", "0.5", "--connect-timeout", "250ms", "--listen", "0.0.0.0:7000"}, io.Discard)
+	assert.NilError(t, err)
+	assert.Equal(t, o.timeout, 500*time.Millisecond)
+	assert.Equal(t, o.connectTimeout, 250*time.Millisecond)
+	assert.Equal(t, o.addr, "0.0.0.0:7000")
+}
+
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run(context.Background(), []string{"--help"}, &stdout, &stderr), 0)
+	for _, want := range []string{"--timeout", "(default 5)", "--frame-timeout", "(default 10)", "--idle-timeout", "(default 300)", "--max-conns", "relay.db", "--connect-timeout"} {
+		assert.Assert(t, strings.Contains(stdout.String(), strings.TrimPrefix(want, "-")), "missing %q in\n%s", want, stdout.String())
+	}
+}
+
+func TestOpenLedgerFailureIsExit1(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--port", "0", "--db", filepath.Join(t.TempDir(), "missing-dir", "relay.db")}, &stdout, &stderr)
+	assert.Equal(t, code, 1)
+	assert.Assert(t, strings.Contains(stderr.String(), "--db"), stderr.String())
+}
+
+// TestRunServesAndStops runs the command against a simulated core, sends a
+// transfer, and stops it as SIGTERM would.
+func TestRunServesAndStops(t *testing.T) {
+	core := httptest.NewServer(coresim.New(coresim.Config{}))
+	defer core.Close()
+	db := filepath.Join(t.TempDir(), "relay.db")
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"--port", "0", "--core", core.URL, "--db", db, "--timeout", "1", "--log-format", "json"}, outW, &stderr)
+		outW.Close()
+	}()
+	lines := bufio.NewScanner(outR)
+	assert.Assert(t, lines.Scan(), "no listening line; stderr:\n%s", stderr.String())
+	addr, ok := strings.CutPrefix(lines.Text(), "relay listening on ")
+	assert.Assert(t, ok, lines.Text())
+	go io.Copy(io.Discard, outR)
+
+	guid := "00000000000000000000000000c0ffee"
+	h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
+	frame, err := generated.AppendFrame(nil, &h, &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1000, Memo: "cmd test"})
+	assert.NilError(t, err)
+	c, err := net.Dial("tcp", addr)
+	assert.NilError(t, err)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = c.Write(frame)
+	assert.NilError(t, err)
+	answer, err := wire.ReadFrame(c, nil)
+	assert.NilError(t, err)
+	assert.Equal(t, string(generated.RawHeader(answer).RspCode), string(generated.RspHTTP200))
+
+	stop()
+	select {
+	case code := <-exit:
+		assert.Equal(t, code, 0, stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("relay did not stop")
+	}
+	assert.Assert(t, strings.Contains(stderr.String(), `"msg":"relay stopped"`), stderr.String())
+
+	led, err := ledger.OpenExisting(db)
+	assert.NilError(t, err)
+	defer led.Close()
+	row, err := led.Get(context.Background(), guid)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, ledger.StateDone)
+	assert.DeepEqual(t, row.Response, answer)
+}
+
+// syncBuffer is a bytes.Buffer safe for the relay's log goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,194 @@
+// Command sandbox runs the whole system in one process for a demo or for
+// poking at by hand: the core simulator (internal/coresim) and the relay in
+// front of it, with a ledger.
+//
+//	sandbox [--relay ADDR] [--core ADDR] [--db PATH] [--timeout SECONDS] [--delay SECONDS] [--log-level LEVEL]
+//
+// By default the core listens on 127.0.0.1:9201 and the relay on
+// 127.0.0.1:9200, the ports every example in the docs uses. The ledger is a
+// fresh file in a new temporary directory, removed at exit, because the
+// simulated core's books are fresh at every start too: a ledger remembering
+// GUIDs of a core that forgot them would only confuse a demo. Give --db to
+// keep it.
+//
+// The relay's --timeout defaults to 2 seconds and the core's SLOW delay to 3,
+// so a transfer whose memo starts with SLOW demonstrates E901: the relay
+// gives up, the core posts anyway, and resolve would settle the row.
+//
+// It prints where both listen and an lhsend command line to try, then runs
+// until SIGINT or SIGTERM, and stops the relay gracefully before the core.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"lhrelay/internal/cliflag"
+	"lhrelay/internal/corecall"
+	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/relay"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type options struct {
+	relayAddr string
+	coreAddr  string
+	db        string
+	timeout   time.Duration
+	delay     time.Duration
+	logLevel  slog.Level
+}
+
+func parseArgs(args []string, usage io.Writer) (options, error) {
+	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var o options
+	fs.StringVar(&o.relayAddr, "relay", "127.0.0.1:9200", "`host:port` the relay listens on for channels")
+	fs.StringVar(&o.coreAddr, "core", "127.0.0.1:9201", "`host:port` the core simulator listens on")
+	fs.StringVar(&o.db, "db", "", "ledger `file` (default: a new file in a temporary directory, removed at exit)")
+	cliflag.SecondsVar(fs, &o.timeout, "timeout", 2*time.Second, "relay's core call timeout in `seconds`")
+	cliflag.SecondsVar(fs, &o.delay, "delay", coresim.DefaultDelay, "`seconds` the core waits on a SLOW memo before posting")
+	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(usage, "usage: sandbox [options]\n\nRuns the core simulator and the relay in one process.\n\n")
+			fs.SetOutput(usage)
+			fs.PrintDefaults()
+		}
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, a := range []struct{ name, v string }{{"relay", o.relayAddr}, {"core", o.coreAddr}} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			return o, fmt.Errorf("--%s %q: want host:port", a.name, a.v)
+		}
+	}
+	if o.timeout <= 0 {
+		return o, errors.New("--timeout must be more than 0")
+	}
+	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return o, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseArgs(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+
+	dbPath := o.db
+	if dbPath == "" {
+		dir, err := os.MkdirTemp("", "lhrelay-sandbox-")
+		if err != nil {
+			fmt.Fprintf(stderr, "sandbox: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		dbPath = filepath.Join(dir, "sandbox.db")
+	}
+
+	// The core first: the relay needs its address.
+	delay := o.delay
+	if delay == 0 {
+		delay = -1 // in coresim.Config zero means the default; here none was asked for
+	}
+	coreLn, err := net.Listen("tcp", o.coreAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox: core: %v\n", err)
+		return 1
+	}
+	coreSrv := &http.Server{
+		Handler:           coresim.New(coresim.Config{Delay: delay}),
+		ReadHeaderTimeout: 10 * time.Second,
+		// Longer than the relay's keep-alive idle timeout, so the relay
+		// drops an idle connection before the core does.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go coreSrv.Serve(coreLn)
+	defer coreSrv.Close()
+	coreURL := "http://" + coreLn.Addr().String()
+
+	led, err := ledger.Open(dbPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox: --db: %v\n", err)
+		return 1
+	}
+	defer led.Close()
+	core, err := corecall.New(corecall.Config{BaseURL: coreURL, Timeout: o.timeout})
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox: %v\n", err)
+		return 1
+	}
+	srv, err := relay.New(relay.Config{Core: core, Ledger: led, Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox: %v\n", err)
+		return 1
+	}
+	relayLn, err := net.Listen("tcp", o.relayAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox: relay: %v\n", err)
+		return 1
+	}
+	relayErr := make(chan error, 1)
+	go func() { relayErr <- srv.Serve(relayLn) }()
+
+	fmt.Fprintf(stdout, "core simulator listening on %s\n", coreURL)
+	fmt.Fprintf(stdout, "relay listening on %s (core timeout %ss, ledger %s)\n", relayLn.Addr(), cliflag.FormatSeconds(o.timeout), dbPath)
+	fmt.Fprintf(stdout, "\ntry, from another terminal:\n\n")
+	fmt.Fprintf(stdout, "  go run ./cmd/lhsend --addr %s --tx BKTR0001 --wd-bank 081 --wd-acct 11002003004005 --dp-bank 004 --dp-acct 22003004005006 --amount 50000 --memo rent\n\n", relayLn.Addr())
+	fmt.Fprintf(stdout, "lhsend picks a fresh GUID; the same line with --guid set to the GUID it printed replays the stored answer.\n"+
+		"A memo starting with SLOW answers %s and posts anyway; FAIL answers %s; an amount over the limit answers %s.\nCtrl-C stops.\n",
+		generated.RspReadTimeout, generated.RspHTTP500, generated.RspLimitExceeded)
+
+	select {
+	case err := <-relayErr:
+		log.Error("relay failed", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+	log.Info("stopping: relay first, then the core (a SLOW transfer still posts)")
+	sctx, cancel := context.WithTimeout(context.Background(), o.timeout+5*time.Second)
+	defer cancel()
+	code := 0
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Error("relay stop cut short", "err", err)
+		code = 1
+	}
+	if err := coreSrv.Shutdown(sctx); err != nil {
+		log.Error("core stop cut short", "err", err)
+		code = 1
+	}
+	log.Info("stopped")
+	return code
+}

@@ -1,0 +1,122 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"lhrelay/internal/corecall"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+)
+
+// ReprocessConfig is what reprocess needs.
+type ReprocessConfig struct {
+	// MaxAttempts: only rows with attempts < MaxAttempts are resent.
+	MaxAttempts int
+	DryRun      bool
+	Now         time.Time
+	Out         io.Writer // the dry run's listing
+	Progress    io.Writer // a terminal for progress, or nil
+	Log         *slog.Logger
+}
+
+// Reprocess resends the requests that definitely never reached the core:
+// rows in FAILED with E902 and fewer than MaxAttempts attempts. Each is
+// re-claimed (SENT, attempts+1) with a conditional update that also checks
+// the attempt limit, then sent with its stored request and GUID through the
+// same core client and recording as the relay. UNKNOWN rows are never
+// selected: their transfer may have been posted.
+//
+// A row the relay re-claimed first is counted "skipped". A resend that
+// again cannot connect leaves the row FAILED/E902 for the next run and
+// makes the run end with ErrCoreUnreachable.
+func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ReprocessConfig) (*Summary, error) {
+	s := NewSummary("reprocess", "selected")
+	s.DryRun = cfg.DryRun
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rows, err := l.List(ctx, ledger.Filter{
+		States:      []ledger.State{ledger.StateFailed},
+		RspCode:     string(generated.SourceConnectFail.Code()),
+		MaxAttempts: cfg.MaxAttempts,
+	})
+	if err != nil {
+		return s, fmt.Errorf("reprocess: select FAILED rows: %w", err)
+	}
+	s.AddN("selected", len(rows))
+	if cfg.DryRun {
+		for _, r := range rows {
+			fmt.Fprintf(cfg.Out, "would resend %s %s (attempt %d of at most %d)\n", r.GUID, r.TxCode, r.Attempts+1, cfg.MaxAttempts-1)
+		}
+		return s, nil
+	}
+	p := NewProgress(cfg.Progress, "reprocess", len(rows))
+	defer p.Finish()
+	for _, row := range rows {
+		if err := ctx.Err(); err != nil {
+			return s, fmt.Errorf("reprocess: stopped: %w", err)
+		}
+		outcome, err := resendRow(ctx, l, core, row, cfg)
+		s.Add(outcome)
+		p.Step()
+		if err != nil {
+			return s, fmt.Errorf("reprocess: %s: %w", row.GUID, err)
+		}
+		log.Info("row resent", "guid", row.GUID, "outcome", outcome)
+	}
+	if s.Count(string(generated.SourceConnectFail.Code())) > 0 {
+		return s, ErrCoreUnreachable
+	}
+	return s, nil
+}
+
+// resendRow re-claims and sends one row; the outcome is the response code
+// recorded, or "skipped".
+func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row ledger.Row, cfg ReprocessConfig) (string, error) {
+	tx, h, req, err := decodeStored(row.Request)
+	if err != nil {
+		// The relay stored it after validating it; a row that no longer
+		// decodes (a layout changed) is left for a person.
+		return "skipped", nil
+	}
+	if _, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts); err != nil {
+		if errors.Is(err, ledger.ErrStateChanged) {
+			return "skipped", nil
+		}
+		return "", err
+	}
+	res := core.Call(ctx, tx, row.GUID, req)
+	out, src := corecall.Answer(nil, &h, res, cfg.Now)
+	if err := l.Finish(context.WithoutCancel(ctx), row.GUID, ledger.State(src.LedgerState()), string(src.Code()), out); err != nil {
+		return "", fmt.Errorf("recording %s: %w (the row stays SENT for resolve --stale-sent)", src.Code(), err)
+	}
+	return string(src.Code()), nil
+}
+
+// decodeStored decodes a stored request frame through the generated
+// layouts.
+func decodeStored(frame []byte) (*generated.Transaction, generated.Header, generated.RequestBody, error) {
+	var h generated.Header
+	if len(frame) < generated.HeaderLen {
+		return nil, h, nil, fmt.Errorf("stored request of %d bytes has no header", len(frame))
+	}
+	s := string(frame)
+	if err := h.Decode(s[:generated.HeaderLen]); err != nil {
+		return nil, h, nil, err
+	}
+	tx, ok := generated.LookupTransaction(h.TxCode)
+	if !ok {
+		return nil, h, nil, fmt.Errorf("TX_CODE %q is not registered", h.TxCode)
+	}
+	req := tx.NewRequest()
+	if err := req.Decode(s[generated.HeaderLen:]); err != nil {
+		return nil, h, nil, err
+	}
+	return tx, h, req, nil
+}

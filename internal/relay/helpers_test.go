@@ -1,0 +1,326 @@
+package relay
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/corecall"
+	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/wire"
+)
+
+// Accounts of the simulated core (SPEC §8).
+const (
+	acctRich  = "11002003004005" // 1,000,000
+	acctEmpty = "11002003004006" // 0
+	acctNone  = "11002003009999" // does not exist
+	acctOther = "22003004005006" // at another bank
+)
+
+var guidSeq atomic.Uint64
+
+// newGUID returns a fresh GUID for a test.
+func newGUID() string { return fmt.Sprintf("%032x", 0xabc0000000+guidSeq.Add(1)) }
+
+type transferOpt func(*generated.BKTR0001Request)
+
+func memo(m string) transferOpt   { return func(r *generated.BKTR0001Request) { r.Memo = m } }
+func amount(a int64) transferOpt  { return func(r *generated.BKTR0001Request) { r.Amount = a } }
+func wdAcct(a string) transferOpt { return func(r *generated.BKTR0001Request) { r.WdAcct = a } }
+func header(guid, tx string) *generated.Header {
+	return &generated.Header{TxCode: tx, GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
+}
+
+// transferFrame builds a BKTR0001 request frame.
+func transferFrame(t testing.TB, guid string, opts ...transferOpt) []byte {
+	t.Helper()
+	body := &generated.BKTR0001Request{WdBank: "081", WdAcct: acctRich, DpBank: "004", DpAcct: acctOther, Amount: 50000, Memo: "rent"}
+	for _, o := range opts {
+		o(body)
+	}
+	f, err := generated.AppendFrame(nil, header(guid, "BKTR0001"), body)
+	assert.NilError(t, err)
+	return f
+}
+
+// inquiryFrame builds a BKIQ0001 request frame.
+func inquiryFrame(t testing.TB, guid, acct string) []byte {
+	t.Helper()
+	f, err := generated.AppendFrame(nil, header(guid, "BKIQ0001"), &generated.BKIQ0001Request{Bank: "081", Acct: acct})
+	assert.NilError(t, err)
+	return f
+}
+
+// answer is a decoded response frame.
+type answer struct {
+	raw []byte
+	hdr generated.Header // fields as found at their positions (not checked)
+}
+
+func (a answer) code() string { return a.hdr.RspCode }
+
+func parseAnswer(t testing.TB, raw []byte) answer {
+	t.Helper()
+	a := answer{raw: raw, hdr: generated.RawHeader(raw)}
+	assert.Assert(t, len(raw) >= generated.HeaderLen, "answer %q shorter than a header", raw)
+	assert.Equal(t, a.hdr.Flag, generated.FlagResponse, "answer %q", raw)
+	return a
+}
+
+// logBuf collects the server's log; it is printed if the test fails.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// env is a relay under test with its core and, optionally, a ledger.
+type env struct {
+	t    *testing.T
+	srv  *Server
+	addr string
+	led  *ledger.Ledger
+	log  *logBuf
+	core *httptest.Server
+	done chan error // Serve's result
+}
+
+type envConfig struct {
+	core           http.Handler // nil: none started (coreURL must be set)
+	coreURL        string
+	ledger         bool
+	timeout        time.Duration
+	connectTimeout time.Duration
+	dial           corecall.DialFunc
+	frameTimeout   time.Duration
+	idleTimeout    time.Duration
+	maxConns       int
+	hook           func(stage)
+	connDone       func()
+	ledgerOverride Ledger
+}
+
+func startEnv(t *testing.T, cfg envConfig) *env {
+	t.Helper()
+	e := &env{t: t, log: &logBuf{}, done: make(chan error, 1)}
+	url := cfg.coreURL
+	if cfg.core != nil {
+		e.core = httptest.NewServer(cfg.core)
+		t.Cleanup(e.core.Close)
+		url = e.core.URL
+	}
+	client, err := corecall.New(corecall.Config{
+		BaseURL:        url,
+		Timeout:        cmp.Or(cfg.timeout, 5*time.Second),
+		ConnectTimeout: cfg.connectTimeout,
+		Dial:           cfg.dial,
+	})
+	assert.NilError(t, err)
+	t.Cleanup(client.CloseIdleConnections)
+
+	var led Ledger
+	if cfg.ledger {
+		e.led, err = ledger.Open(filepath.Join(t.TempDir(), "relay.db"))
+		assert.NilError(t, err)
+		t.Cleanup(func() { e.led.Close() })
+		led = e.led
+	}
+	if cfg.ledgerOverride != nil {
+		led = cfg.ledgerOverride
+	}
+	e.srv, err = New(Config{
+		Core:         client,
+		Ledger:       led,
+		FrameTimeout: cfg.frameTimeout,
+		IdleTimeout:  cfg.idleTimeout,
+		MaxConns:     cfg.maxConns,
+		Logger:       slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	assert.NilError(t, err)
+	e.srv.hook = cfg.hook
+	e.srv.connDone = cfg.connDone
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	assert.NilError(t, err)
+	e.addr = ln.Addr().String()
+	go func() { e.done <- e.srv.Serve(ln) }()
+	t.Cleanup(func() {
+		e.srv.Close()
+		if t.Failed() {
+			t.Logf("relay log:\n%s", e.log)
+		}
+	})
+	return e
+}
+
+// dial opens a channel connection with a deadline that keeps a broken test
+// from hanging.
+func (e *env) dial() net.Conn {
+	e.t.Helper()
+	c, err := net.Dial("tcp", e.addr)
+	assert.NilError(e.t, err)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// read reads one answer frame from c.
+func (e *env) read(c net.Conn) answer {
+	e.t.Helper()
+	raw, err := wire.ReadFrame(c, nil)
+	assert.NilError(e.t, err, "reading the answer")
+	return parseAnswer(e.t, raw)
+}
+
+// send writes frame on c and reads the answer.
+func (e *env) send(c net.Conn, frame []byte) answer {
+	e.t.Helper()
+	_, err := c.Write(frame)
+	assert.NilError(e.t, err)
+	return e.read(c)
+}
+
+// roundTrip sends one frame on a new connection.
+func (e *env) roundTrip(frame []byte) answer {
+	e.t.Helper()
+	c := e.dial()
+	defer c.Close()
+	return e.send(c, frame)
+}
+
+// expectClosed asserts that the relay closes c without sending more.
+func expectClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	b, err := io.ReadAll(c)
+	assert.Assert(t, err == nil || errors.Is(err, net.ErrClosed) || isReset(err), "err %v", err)
+	assert.Equal(t, len(b), 0, "unexpected bytes %q", b)
+}
+
+func isReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "read"
+}
+
+// row reads a ledger row.
+func (e *env) row(guid string) ledger.Row {
+	e.t.Helper()
+	r, err := e.led.Get(context.Background(), guid)
+	assert.NilError(e.t, err)
+	return r
+}
+
+func (e *env) noRow(guid string) {
+	e.t.Helper()
+	_, err := e.led.Get(context.Background(), guid)
+	assert.ErrorIs(e.t, err, ledger.ErrNotFound)
+}
+
+// counting wraps a handler and counts the calls to it.
+type counting struct {
+	h     http.Handler
+	calls atomic.Int64
+}
+
+func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.calls.Add(1)
+	c.h.ServeHTTP(w, r)
+}
+
+func reply(status int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}
+}
+
+// gate is a core that holds every request until opened, announcing each
+// arrival, and then answers with next.
+type gate struct {
+	arrived chan string // X-GUID of each request as it arrives
+	release chan struct{}
+	once    sync.Once
+	next    http.Handler
+}
+
+func newGate(next http.Handler) *gate {
+	return &gate{arrived: make(chan string, 16), release: make(chan struct{}), next: next}
+}
+
+// open lets every held and future request through.
+func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Read the body first: net/http notices a client going away (and ends
+	// r.Context()) only once the body has been read.
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	g.arrived <- r.Header.Get("X-GUID")
+	select {
+	case <-g.release:
+	case <-r.Context().Done():
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// waitArrival waits for the gate to hold a request.
+func (g *gate) waitArrival(t *testing.T) string {
+	t.Helper()
+	select {
+	case guid := <-g.arrived:
+		return guid
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request reached the core")
+		return ""
+	}
+}
+
+// simCore returns a simulator with the SPEC §8 accounts and a short SLOW
+// delay.
+func simCore(delay time.Duration) *coresim.Server {
+	return coresim.New(coresim.Config{Delay: delay})
+}
+
+// closedPort returns an address nothing listens on.
+func closedPort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	assert.NilError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func blockingDial(ctx context.Context, _, _ string) (net.Conn, error) {
+	<-ctx.Done()
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: ctx.Err()}
+}

@@ -1,0 +1,299 @@
+package relay
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"lhrelay/internal/corecall"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultFrameTimeout = 10 * time.Second
+	DefaultIdleTimeout  = 300 * time.Second
+	DefaultMaxConns     = 1024
+	// DefaultLedgerTimeout bounds a ledger write that must happen even while
+	// the server stops (recording an outcome). It is above the ledger's own
+	// busy timeout, so a slow disk is waited for rather than abandoned.
+	DefaultLedgerTimeout = 30 * time.Second
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("relay: server closed")
+
+// errHardStop is the cause given to core calls cancelled because Shutdown's
+// context ended or Close was called.
+var errHardStop = errors.New("relay: stopping: call cancelled")
+
+// Config configures a Server.
+type Config struct {
+	// Core makes the core calls. Required.
+	Core *corecall.Client
+	// Ledger records each request (SPEC §6). Nil means no ledger: no
+	// idempotency, every valid frame calls the core.
+	Ledger Ledger
+	// FrameTimeout: a frame must arrive whole within this long of its first
+	// byte, and an answer must be written within it. Zero means
+	// DefaultFrameTimeout.
+	FrameTimeout time.Duration
+	// IdleTimeout: a connection with no frame started for this long is
+	// closed. Zero means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// MaxConns bounds the open channel connections (see the package
+	// comment for what happens past it). Zero means DefaultMaxConns.
+	MaxConns int
+	// LedgerTimeout bounds recording an outcome. Zero means
+	// DefaultLedgerTimeout.
+	LedgerTimeout time.Duration
+	// Logger receives the server's log. Nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the relay's clock, for SENT_AT. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is an LH-STD relay server. Make one with New, run it with Serve,
+// stop it with Shutdown.
+type Server struct {
+	core          *corecall.Client
+	ledger        Ledger
+	frameTimeout  time.Duration
+	idleTimeout   time.Duration
+	maxConns      int
+	ledgerTimeout time.Duration
+	log           *slog.Logger
+	now           func() time.Time
+
+	// base is the parent of every claim and core call. It is cancelled only
+	// by a hard stop, never by a graceful one: frames in flight finish.
+	base       context.Context
+	cancelBase context.CancelCauseFunc
+
+	// stopFlag mirrors stopping for the connections' hot path (toIdle).
+	stopFlag atomic.Bool
+
+	mu        sync.Mutex // guards the fields below
+	stopping  bool
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	wg        sync.WaitGroup // one per connection goroutine; Add under mu while !stopping
+
+	rejected   atomic.Int64 // connections refused by MaxConns
+	lastRejLog atomic.Int64 // unix nanos of the last rejection log line
+
+	// hook, when set (tests only), is called at each stage of a frame.
+	hook func(stage)
+	// connDone, when set (tests only), is called when a connection's
+	// goroutine has ended and the connection no longer counts.
+	connDone func()
+}
+
+// New checks cfg and returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Core == nil {
+		return nil, errors.New("relay: no core client")
+	}
+	if cfg.FrameTimeout < 0 || cfg.IdleTimeout < 0 || cfg.MaxConns < 0 || cfg.LedgerTimeout < 0 {
+		return nil, errors.New("relay: negative timeout or connection limit")
+	}
+	s := &Server{
+		core:          cfg.Core,
+		ledger:        cfg.Ledger,
+		frameTimeout:  cmp.Or(cfg.FrameTimeout, DefaultFrameTimeout),
+		idleTimeout:   cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout),
+		maxConns:      cmp.Or(cfg.MaxConns, DefaultMaxConns),
+		ledgerTimeout: cmp.Or(cfg.LedgerTimeout, DefaultLedgerTimeout),
+		log:           cfg.Logger,
+		now:           cfg.Now,
+		listeners:     map[net.Listener]struct{}{},
+		conns:         map[*conn]struct{}{},
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.base, s.cancelBase = context.WithCancelCause(context.Background())
+	return s, nil
+}
+
+// Serve accepts channel connections on ln and serves each on its own
+// goroutine until Shutdown or Close, then returns ErrServerClosed. Any other
+// accept error ends it too (temporary ones are retried). ln is closed when
+// Serve returns.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isStopping() {
+				return ErrServerClosed
+			}
+			if retryableAccept(err) {
+				// Out of file descriptors or the like: wait and retry, as
+				// net/http does, instead of spinning or giving up.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("relay: accept: %w", err)
+		}
+		backoff = 0
+		s.admit(nc)
+	}
+}
+
+// admit starts serving nc, or closes it at once when MaxConns connections
+// are open or the server is stopping.
+func (s *Server) admit(nc net.Conn) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if len(s.conns) >= s.maxConns {
+		s.mu.Unlock()
+		// Not a byte has been read: closing now means nothing was done
+		// with whatever the channel sent (package comment, MaxConns).
+		n := s.rejected.Add(1)
+		nc.Close()
+		s.logRejected(nc, n)
+		return
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go c.serve()
+}
+
+// logRejected logs connections refused by MaxConns, at most once a second,
+// so a flood cannot turn into a flood of log lines.
+func (s *Server) logRejected(nc net.Conn, n int64) {
+	now := time.Now().UnixNano()
+	last := s.lastRejLog.Load()
+	if now-last < int64(time.Second) || !s.lastRejLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("connection refused: max-conns reached", "remote", nc.RemoteAddr().String(), "max_conns", s.maxConns, "refused_total", n)
+}
+
+// Rejected returns how many connections MaxConns has refused so far.
+func (s *Server) Rejected() int64 { return s.rejected.Load() }
+
+// Conns returns how many channel connections are open.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// retryableAccept reports accept errors that pass: out of file descriptors,
+// or a connection aborted before it was accepted.
+func retryableAccept(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+}
+
+func (s *Server) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
+// forget is called by a connection's goroutine when it ends.
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if s.connDone != nil {
+		s.connDone()
+	}
+	s.wg.Done()
+}
+
+// beginStop marks the server stopping, closes its listeners and returns the
+// connections open at that moment. From then on no connection is admitted
+// and none starts a new frame.
+func (s *Server) beginStop() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping = true
+	s.stopFlag.Store(true)
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// Shutdown stops the server gracefully: it stops accepting, closes idle
+// connections, and waits for the frames in flight to be answered. If ctx
+// ends first, it cancels the remaining core calls (each is classified and
+// recorded as any failed call), closes every connection, waits for their
+// goroutines to finish, and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	for _, c := range s.beginStop() {
+		c.closeIfIdle()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.hardStop()
+	<-done
+	return ctx.Err()
+}
+
+// Close stops the server at once: it stops accepting, cancels core calls in
+// flight (classified and recorded as failed calls) and closes every
+// connection, then waits for the connection goroutines to end.
+func (s *Server) Close() error {
+	s.beginStop()
+	s.hardStop()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) hardStop() {
+	s.cancelBase(errHardStop)
+	s.mu.Lock()
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+}
