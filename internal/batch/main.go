@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,6 +25,7 @@ type Command struct {
 	Name        string
 	DB          string
 	MetricsFile string
+	Verbose     bool
 	Flags       *flag.FlagSet
 }
 
@@ -34,7 +36,25 @@ func NewCommand(name string) *Command {
 	c.Flags.SetOutput(io.Discard)
 	c.Flags.StringVar(&c.DB, "db", "", "ledger file (required; no default)")
 	c.Flags.StringVar(&c.MetricsFile, "metrics-file", "", "write the run's outcome counts here in Prometheus text format (for a textfile collector)")
+	c.Flags.BoolVar(&c.Verbose, "v", false, "log every row handled on stderr")
 	return c
+}
+
+// Given reports whether the flag name was set on the command line.
+func (c *Command) Given(name string) bool {
+	set := false
+	c.Flags.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// Logger logs on stderr: warnings (rows left unchanged) always, every row
+// with -v.
+func (c *Command) Logger() *slog.Logger {
+	level := slog.LevelWarn
+	if c.Verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // Parse parses args, turning every problem into a UsageError. --help

@@ -35,7 +35,7 @@ type ReprocessConfig struct {
 // again cannot connect leaves the row FAILED/E902 for the next run and
 // makes the run end with ErrCoreUnreachable.
 func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ReprocessConfig) (*Summary, error) {
-	s := NewSummary("reprocess", "selected")
+	s := NewSummary("reprocess", "selected", "skipped")
 	s.DryRun = cfg.DryRun
 	log := cfg.Log
 	if log == nil {

@@ -1,0 +1,48 @@
+// Command reprocess resends the requests that definitely never reached the
+// core (SPEC §7):
+//
+//	reprocess --db PATH --core URL --max-attempts N [--dry-run]
+//
+// Only rows in FAILED with E902 and fewer than N attempts are selected. Each
+// is re-claimed (SENT, attempts+1) with a conditional update, sent with its
+// stored request and GUID, and its outcome recorded exactly as the relay
+// records it. UNKNOWN rows are never sent: their transfer may have been
+// posted; resolve settles them. Exit status 0 when every row was handled, 1
+// when the core still could not be reached for some, 2 for bad arguments or
+// an unusable database.
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"time"
+
+	"lhrelay/internal/batch"
+)
+
+func main() { batch.Main("reprocess", run) }
+
+func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
+	core := c.AddCoreFlags()
+	maxAttempts := c.Flags.Int("max-attempts", 0, "resend only rows with fewer attempts than this (required, at least 2)")
+	dryRun := c.Flags.Bool("dry-run", false, "list what would be resent and change nothing")
+	if err := c.Parse(args, stdout); err != nil {
+		return nil, err
+	}
+	if *maxAttempts < 2 {
+		return nil, batch.Usagef("--max-attempts is required and must be at least 2 (a row's first attempt is 1)")
+	}
+	client, err := core.Client()
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	return batch.Reprocess(ctx, l, client, batch.ReprocessConfig{
+		MaxAttempts: *maxAttempts, DryRun: *dryRun, Now: time.Now(), Out: stdout, Progress: os.Stderr, Log: c.Logger(),
+	})
+}

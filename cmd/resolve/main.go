@@ -1,0 +1,51 @@
+// Command resolve settles ledger rows whose result is unknown by asking the
+// core, and never POSTs (SPEC §7):
+//
+//	resolve --db PATH --core URL --min-age SECONDS [--stale-sent SECONDS]
+//
+// For each UNKNOWN row last updated at least --min-age seconds ago, and each
+// SENT row older than --stale-sent (orphaned by a relay that died mid-call;
+// default 600, 0 turns it off), it asks GET /v1/transfers/{guid}:
+// 200 → DONE/0000 with a response frame built from the lookup, so the
+// channel's retry is answered with it; 404 → FAILED/E902, safe to resend;
+// anything else → unchanged. Exit status 0 when every row was handled, 1 when
+// the core could not be reached for some (they are unchanged: alert), 2 for
+// bad arguments or an unusable database.
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"time"
+
+	"lhrelay/internal/batch"
+	"lhrelay/internal/cliflag"
+)
+
+func main() { batch.Main("resolve", run) }
+
+func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
+	core := c.AddCoreFlags()
+	var minAge, staleSent time.Duration
+	cliflag.SecondsVar(c.Flags, &minAge, "min-age", 0, "only UNKNOWN rows last updated at least this many seconds ago (required)")
+	cliflag.SecondsVar(c.Flags, &staleSent, "stale-sent", 600*time.Second, "also settle SENT rows last updated at least this many seconds ago (0: off)")
+	if err := c.Parse(args, stdout); err != nil {
+		return nil, err
+	}
+	if !c.Given("min-age") {
+		return nil, batch.Usagef("--min-age is required")
+	}
+	client, err := core.Client()
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	return batch.Resolve(ctx, l, client, batch.ResolveConfig{
+		MinAge: minAge, StaleSent: staleSent, Now: time.Now(), Progress: os.Stderr, Log: c.Logger(),
+	})
+}

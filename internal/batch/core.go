@@ -1,0 +1,38 @@
+package batch
+
+import (
+	"time"
+
+	"lhrelay/internal/cliflag"
+	"lhrelay/internal/corecall"
+)
+
+// CoreFlags are the core connection flags of resolve and reprocess.
+type CoreFlags struct {
+	URL     string
+	Timeout time.Duration
+}
+
+// AddCoreFlags registers --core and --timeout on c.
+func (c *Command) AddCoreFlags() *CoreFlags {
+	cf := &CoreFlags{}
+	c.Flags.StringVar(&cf.URL, "core", "", "base URL of the core, e.g. http://127.0.0.1:9201 (required)")
+	cliflag.SecondsVar(c.Flags, &cf.Timeout, "timeout", 5*time.Second, "bound on each core call, in seconds")
+	return cf
+}
+
+// Client checks the flags and makes the core client. Batch commands call
+// the core one row at a time, so a small connection pool suffices.
+func (cf *CoreFlags) Client() (*corecall.Client, error) {
+	if cf.URL == "" {
+		return nil, Usagef("--core is required")
+	}
+	if cf.Timeout <= 0 {
+		return nil, Usagef("--timeout must be more than 0 seconds")
+	}
+	c, err := corecall.New(corecall.Config{BaseURL: cf.URL, Timeout: cf.Timeout, MaxIdleConns: 4})
+	if err != nil {
+		return nil, &UsageError{err}
+	}
+	return c, nil
+}

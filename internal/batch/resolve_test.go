@@ -1,0 +1,229 @@
+package batch
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"lhrelay/internal/corecall"
+	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+)
+
+// core is a real simulator behind a real HTTP server that counts POSTs
+// (resolve must never POST) and can be switched to failing lookups.
+type core struct {
+	sim         *coresim.Server
+	srv         *httptest.Server
+	posts       atomic.Int64
+	failLookups atomic.Bool
+}
+
+func newCore(t *testing.T) *core {
+	c := &core{sim: coresim.New(coresim.Config{})}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			c.posts.Add(1)
+		}
+		if r.Method == http.MethodGet && c.failLookups.Load() {
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		c.sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *core) client(t *testing.T) *corecall.Client {
+	cl, err := corecall.New(corecall.Config{BaseURL: c.srv.URL, Timeout: 2 * time.Second})
+	assert.NilError(t, err)
+	return cl
+}
+
+// post makes the core post a transfer for guid, as if the relay's call had
+// reached it before timing out.
+func (c *core) post(t *testing.T, tl *testLedger, guid string) {
+	row := tl.row(guid)
+	tx, _, req, err := decodeStored(row.Request)
+	assert.NilError(t, err)
+	res := c.client(t).Call(context.Background(), tx, guid, req)
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "%v", res.Err)
+}
+
+// closedCore is a core URL on which nothing listens.
+func closedCore(t *testing.T) *corecall.Client {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	assert.NilError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	cl, err := corecall.New(corecall.Config{BaseURL: "http://" + addr, Timeout: time.Second})
+	assert.NilError(t, err)
+	return cl
+}
+
+func TestResolveSelectionAndOutcomes(t *testing.T) {
+	tl := newTestLedger(t)
+	c := newCore(t)
+	posted := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 2*time.Minute)
+	neverPosted := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 2*time.Minute)
+	young := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 50*time.Second)
+	staleSent := tl.seed(ledger.StateSent, "", 11*time.Minute)
+	freshSent := tl.seed(ledger.StateSent, "", 9*time.Minute)
+	failed := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+	c.post(t, tl, posted)
+	c.post(t, tl, staleSent)
+	postsBefore := c.posts.Load()
+
+	s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, StaleSent: 10 * time.Minute, Now: time.Now()})
+	assert.NilError(t, err)
+	assert.Equal(t, s.String(), "resolve: selected=3 done=2 failed=1 unreachable=0 skipped=0")
+	assert.Equal(t, c.posts.Load(), postsBefore, "resolve never POSTs")
+
+	// 200 → DONE, 0000, a response frame from the stored header and the lookup.
+	for _, g := range []string{posted, staleSent} {
+		row := tl.row(g)
+		assert.Equal(t, row.State, ledger.StateDone)
+		assert.Equal(t, row.RspCode, string(generated.RspHTTP200))
+		var h generated.Header
+		assert.NilError(t, h.Decode(string(row.Response[:generated.HeaderLen])))
+		assert.Equal(t, h.GUID, g)
+		assert.Equal(t, h.Flag, generated.FlagResponse)
+		assert.Equal(t, h.SrcOrg, "999", "institutions swapped from the stored request")
+		var body generated.BKTR0001Response
+		assert.NilError(t, body.Decode(string(row.Response[generated.HeaderLen:])))
+		assert.Equal(t, body.Balance > 0, true)
+	}
+	// 404 → FAILED, E902.
+	row := tl.row(neverPosted)
+	assert.Equal(t, row.State, ledger.StateFailed)
+	assert.Equal(t, row.RspCode, string(generated.RspConnectFail))
+	assert.Equal(t, len(row.Response), generated.HeaderLen)
+	// Not selected: too young, SENT not yet stale, FAILED.
+	assert.Equal(t, tl.row(young).State, ledger.StateUnknown)
+	assert.Equal(t, tl.row(freshSent).State, ledger.StateSent)
+	assert.Equal(t, tl.row(failed).Attempts, 1)
+}
+
+func TestResolveMinAgeBoundary(t *testing.T) {
+	tl := newTestLedger(t)
+	c := newCore(t)
+	older := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 62*time.Second)
+	younger := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 58*time.Second)
+	s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
+	assert.NilError(t, err)
+	assert.Equal(t, s.Count("selected"), 1)
+	assert.Equal(t, tl.row(older).State, ledger.StateFailed)
+	assert.Equal(t, tl.row(younger).State, ledger.StateUnknown)
+}
+
+func TestResolveStaleSentOff(t *testing.T) {
+	tl := newTestLedger(t)
+	c := newCore(t)
+	sent := tl.seed(ledger.StateSent, "", 24*time.Hour)
+	s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: 0, StaleSent: 0, Now: time.Now()})
+	assert.NilError(t, err)
+	assert.Equal(t, s.Count("selected"), 0)
+	assert.Equal(t, tl.row(sent).State, ledger.StateSent)
+}
+
+func TestResolveLeavesRowsWhenCoreUnreachable(t *testing.T) {
+	tl := newTestLedger(t)
+	g := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+	before := tl.row(g)
+	s, err := Resolve(context.Background(), tl.l, closedCore(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
+	assert.ErrorIs(t, err, ErrCoreUnreachable)
+	assert.Equal(t, ExitCode(err), ExitCoreUnreachable)
+	assert.Equal(t, s.Count("unreachable"), 1)
+	after := tl.row(g)
+	assert.DeepEqual(t, after, before)
+
+	// A core that answers, but not 200 or 404, leaves the row too.
+	c := newCore(t)
+	c.failLookups.Store(true)
+	_, err = Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
+	assert.ErrorIs(t, err, ErrCoreUnreachable)
+	assert.Equal(t, tl.row(g).State, ledger.StateUnknown)
+}
+
+func TestReprocessSelection(t *testing.T) {
+	tl := newTestLedger(t)
+	c := newCore(t)
+	resend := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+	atLimit := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+	tl.setAttempts(atLimit, 3)
+	belowLimit := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+	tl.setAttempts(belowLimit, 2)
+	otherCode := tl.seed(ledger.StateFailed, generated.RspHTTP500, time.Hour)
+	unknown := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+
+	var out bytes.Buffer
+	s, err := Reprocess(context.Background(), tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, DryRun: true, Now: time.Now(), Out: &out})
+	assert.NilError(t, err)
+	assert.Equal(t, s.String(), "reprocess (dry run): selected=2 skipped=0")
+	assert.Equal(t, strings.Count(out.String(), "would resend"), 2)
+	assert.Equal(t, c.posts.Load(), int64(0), "a dry run sends nothing")
+	assert.Equal(t, tl.row(resend).State, ledger.StateFailed)
+
+	s, err = Reprocess(context.Background(), tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+	assert.NilError(t, err)
+	assert.Equal(t, s.String(), "reprocess: selected=2 skipped=0 0000=2")
+	assert.Equal(t, c.posts.Load(), int64(2))
+	r := tl.row(resend)
+	assert.Equal(t, r.State, ledger.StateDone)
+	assert.Equal(t, r.Attempts, 2)
+	assert.Equal(t, tl.row(belowLimit).Attempts, 3)
+	assert.Equal(t, c.sim.PostCount(resend), 1)
+	// The stored answer is the relay's: a 0000 frame with the layout's body.
+	var h generated.Header
+	assert.NilError(t, h.Decode(string(r.Response[:generated.HeaderLen])))
+	assert.Equal(t, generated.RspCode(h.RspCode), generated.RspHTTP200)
+	assert.Equal(t, len(r.Response), generated.HeaderLen+generated.BKTR0001ResponseLen)
+
+	// Untouched: attempts at the limit, a FAILED row with another code, UNKNOWN.
+	assert.Equal(t, tl.row(atLimit).Attempts, 3)
+	assert.Equal(t, tl.row(atLimit).State, ledger.StateFailed)
+	assert.Equal(t, tl.row(otherCode).State, ledger.StateFailed)
+	assert.Equal(t, tl.row(unknown).State, ledger.StateUnknown)
+	assert.Equal(t, c.sim.PostCount(unknown), 0, "UNKNOWN is never resent")
+}
+
+func TestReprocessCoreStillUnreachable(t *testing.T) {
+	tl := newTestLedger(t)
+	g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+	s, err := Reprocess(context.Background(), tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+	assert.ErrorIs(t, err, ErrCoreUnreachable)
+	assert.Assert(t, is.Contains(s.String(), "E902=1"))
+	r := tl.row(g)
+	assert.Equal(t, r.State, ledger.StateFailed, "not sent again: stays FAILED for the next run")
+	assert.Equal(t, r.RspCode, string(generated.RspConnectFail))
+	assert.Equal(t, r.Attempts, 2)
+}
+
+func TestReprocessSkipsRowTakenByRelay(t *testing.T) {
+	tl := newTestLedger(t)
+	c := newCore(t)
+	g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+	// The channel retried first: the relay re-claimed the row.
+	h, frame := transferFrame(t, g, "seed", 1000)
+	claim, err := tl.l.Claim(context.Background(), ledger.Request{GUID: g, TxCode: h.TxCode, Frame: frame, Body: frame[generated.HeaderLen:]})
+	assert.NilError(t, err)
+	assert.Equal(t, claim.Outcome, ledger.Owned)
+	// reprocess selected the row before that and now tries to re-claim it.
+	row := tl.row(g)
+	row.State = ledger.StateFailed
+	outcome, err := resendRow(context.Background(), tl.l, c.client(t), row, ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+	assert.NilError(t, err)
+	assert.Equal(t, outcome, "skipped")
+	assert.Equal(t, c.posts.Load(), int64(0))
+}
