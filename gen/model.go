@@ -153,20 +153,24 @@ type sourceInfo struct {
 	Meaning     string
 	LedgerState string // state the ledger records; empty when nothing is recorded
 	CoreResult  bool   // a "result" value of the core's 422 answer
+	// FromStatus: a core HTTP status may mean this source (layouts'
+	// status lines). A status proves the core saw the request, so neither
+	// CONNECT_FAIL nor the relay's own verdicts (E101–E904) can be one.
+	FromStatus bool
 }
 
 var knownSources = []sourceInfo{
-	{"HTTP200", "posted; the body carries the result", "DONE", false},
-	{"INSUFFICIENT_FUNDS", "rejected by the core: insufficient funds", "DONE", true},
-	{"NO_ACCOUNT", "rejected by the core: no such account", "DONE", true},
-	{"LIMIT_EXCEEDED", "rejected by the core: over the transfer limit", "DONE", true},
-	{"HTTP500", "core error, not posted", "DONE", false},
-	{"READ_TIMEOUT", "sent, result unknown: never resend, inquire", "UNKNOWN", false},
-	{"CONNECT_FAIL", "definitely not sent: safe to resend with the same GUID", "FAILED", false},
-	{"UNKNOWN_TX", "TX_CODE not registered", "", false},
-	{"BAD_FRAME", "malformed frame or field", "", false},
-	{"IN_PROGRESS", "the same GUID is being processed right now", "", false},
-	{"GUID_REUSED", "the GUID is known with a different request", "", false},
+	{"HTTP200", "posted; the body carries the result", "DONE", false, false},
+	{"INSUFFICIENT_FUNDS", "rejected by the core: insufficient funds", "DONE", true, true},
+	{"NO_ACCOUNT", "rejected by the core: no such account", "DONE", true, true},
+	{"LIMIT_EXCEEDED", "rejected by the core: over the transfer limit", "DONE", true, true},
+	{"HTTP500", "core error, not posted", "DONE", false, true},
+	{"READ_TIMEOUT", "sent, result unknown: never resend, inquire", "UNKNOWN", false, true},
+	{"CONNECT_FAIL", "definitely not sent: safe to resend with the same GUID", "FAILED", false, false},
+	{"UNKNOWN_TX", "TX_CODE not registered", "", false, false},
+	{"BAD_FRAME", "malformed frame or field", "", false, false},
+	{"IN_PROGRESS", "the same GUID is being processed right now", "", false, false},
+	{"GUID_REUSED", "the GUID is known with a different request", "", false, false},
 }
 
 func lookupSource(name string) (sourceInfo, bool) {

@@ -149,8 +149,11 @@ func validateTransaction(l *Layouts, tx *Transaction, ps *Problems) {
 			ps.add(file, r.Line, "", "HTTP status %d is mapped twice", r.Status)
 		}
 		statuses[r.Status] = true
-		if _, ok := lookupSource(r.Source); !ok {
+		switch src, ok := lookupSource(r.Source); {
+		case !ok:
 			ps.add(file, r.Line, "", "unknown source %q for status %d (known: %s)", r.Source, r.Status, sourceNames())
+		case !src.FromStatus:
+			ps.add(file, r.Line, "", "status %d cannot mean %s: a core answer means the request reached it (use INSUFFICIENT_FUNDS, NO_ACCOUNT, LIMIT_EXCEEDED, HTTP500 or READ_TIMEOUT)", r.Status, r.Source)
 		}
 	}
 }
