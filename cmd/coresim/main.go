@@ -27,8 +27,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -96,33 +94,12 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	portSet := false
 	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" })
 
-	addr, err := listenAddr(*listen, *port, portSet)
+	addr, err := cliflag.ListenAddr(*listen, *port, portSet)
 	if err != nil {
 		return o, err
 	}
 	o.addr = addr
 	return o, nil
-}
-
-// listenAddr combines --listen and --port. --listen may carry its own port,
-// but then --port must not be given too: two ports is a mistake to report,
-// not a precedence rule to remember.
-func listenAddr(listen string, port int, portSet bool) (string, error) {
-	if listen == "" {
-		return "", errors.New("--listen: empty address")
-	}
-	if host, p, err := net.SplitHostPort(listen); err == nil {
-		if portSet {
-			return "", fmt.Errorf("--listen %s has a port and --port is given too: use one", listen)
-		}
-		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
-			return "", fmt.Errorf("--listen %s: bad port %q", listen, p)
-		}
-		return net.JoinHostPort(host, p), nil
-	}
-	// A bare host; IPv6 may come with or without brackets.
-	host := strings.TrimSuffix(strings.TrimPrefix(listen, "["), "]")
-	return net.JoinHostPort(host, strconv.Itoa(port)), nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -62,27 +62,6 @@ func TestHelp(t *testing.T) {
 	assert.Check(t, is.Contains(stdout.String(), "(default 3)"))
 }
 
-func TestListenAddr(t *testing.T) {
-	cases := []struct {
-		listen  string
-		port    int
-		portSet bool
-		want    string
-	}{
-		{"127.0.0.1", 9201, false, "127.0.0.1:9201"},
-		{"0.0.0.0", 80, true, "0.0.0.0:80"},
-		{"localhost:7000", 9201, false, "localhost:7000"},
-		{"::1", 9201, false, "[::1]:9201"},
-		{"[::1]", 9201, false, "[::1]:9201"},
-		{"[::1]:7000", 9201, false, "[::1]:7000"},
-	}
-	for _, tc := range cases {
-		got, err := listenAddr(tc.listen, tc.port, tc.portSet)
-		assert.NilError(t, err, tc.listen)
-		assert.Equal(t, got, tc.want)
-	}
-}
-
 // TestServeAndStop runs the command for real: it listens on a free port,
 // serves a SLOW transfer from a custom accounts file, logs it, and stops
 // cleanly when its context ends, letting the transfer in flight finish.
