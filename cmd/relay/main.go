@@ -16,8 +16,19 @@
 //
 //	relay listening on 127.0.0.1:9200
 //
-// so that a script can wait for it (and learn the port when --port is 0). Its
-// log goes to standard error.
+// so that a script can wait for it (and learn the port when --port is 0),
+// and with --metrics-addr a second one, "metrics listening on
+// http://127.0.0.1:9300". Its log goes to standard error (--log-format text
+// or json, --log-level): a line with every setting in force at start, one
+// line per frame (account numbers masked above debug level; see
+// internal/relay, Logs), and a line when it has stopped.
+//
+// --metrics-addr ADDR (off by default) serves, on its own HTTP listener,
+// /metrics (Prometheus: frames by TX_CODE and response code, core call
+// latency, frames in flight, connections, ledger rows by state), /healthz
+// (200 while the process runs) and /readyz (200 when the ledger answers and
+// the relay is not stopping, else 503). Bind it to an address only the
+// monitoring network reaches.
 //
 // SIGINT or SIGTERM stops it: it stops accepting, closes idle connections,
 // finishes the frames in flight (each bounded by --timeout; the whole stop by
@@ -38,6 +49,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -49,6 +61,7 @@ import (
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/metrics"
 	"lhrelay/internal/relay"
 )
 
@@ -76,6 +89,7 @@ type options struct {
 	idleTimeout    time.Duration
 	maxConns       int
 	db             string
+	metricsAddr    string
 	logFormat      string
 	logLevel       slog.Level
 }
@@ -104,6 +118,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	cliflag.SecondsVar(fs, &o.idleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "`seconds` a connection may wait between frames before it is closed")
 	fs.IntVar(&o.maxConns, "max-conns", relay.DefaultMaxConns, "most channel connections open at once; one more is closed at once, unread")
 	fs.StringVar(&o.db, "db", "relay.db", "SQLite ledger `file`, created if missing")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`host:port` serving /metrics, /healthz and /readyz over HTTP (default off), e.g. 127.0.0.1:9300")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 
 	if err := fs.Parse(args); err != nil {
@@ -140,6 +155,11 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	}
 	if o.db == "" {
 		return o, errors.New("--db: empty path")
+	}
+	if o.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
+			return o, fmt.Errorf("--metrics-addr %q: want host:port", o.metricsAddr)
+		}
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return o, fmt.Errorf("--log-format %q: want text or json", o.logFormat)
@@ -214,14 +234,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Error("closing the ledger", "err", err)
 		}
 	}()
-	srv, err := relay.New(relay.Config{
+	cfg := relay.Config{
 		Core:         core,
 		Ledger:       led,
 		FrameTimeout: o.frameTimeout,
 		IdleTimeout:  o.idleTimeout,
 		MaxConns:     o.maxConns,
 		Logger:       log,
-	})
+	}
+	var m *metrics.Metrics
+	if o.metricsAddr != "" {
+		m = metrics.New()
+		m.WatchLedger(led)
+		cfg.Metrics = m
+	}
+	srv, err := relay.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "relay: %v\n", err)
 		return 2
@@ -231,8 +258,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "relay: %v\n", err)
 		return 1
 	}
+	metricsAddr := "off"
+	if m != nil {
+		mln, err := net.Listen("tcp", o.metricsAddr)
+		if err != nil {
+			ln.Close()
+			fmt.Fprintf(stderr, "relay: --metrics-addr: %v\n", err)
+			return 1
+		}
+		msrv := &http.Server{
+			Handler:           m.Handler(srv.Ready),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		go msrv.Serve(mln)
+		// Closed after the relay has stopped, so that /readyz answers 503
+		// while it drains.
+		defer msrv.Close()
+		metricsAddr = mln.Addr().String()
+	}
+	port := 0
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		port = a.Port
+	}
 	log.Info("relay started",
 		"addr", ln.Addr().String(),
+		"port", port,
 		"core", o.core,
 		"db", led.Path(),
 		"timeout", cliflag.FormatSeconds(o.timeout)+"s",
@@ -240,13 +291,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"frame_timeout", cliflag.FormatSeconds(o.frameTimeout)+"s",
 		"idle_timeout", cliflag.FormatSeconds(o.idleTimeout)+"s",
 		"max_conns", o.maxConns,
+		"metrics_addr", metricsAddr,
+		"log_format", o.logFormat,
+		"log_level", o.logLevel.String(),
 	)
 	fmt.Fprintf(stdout, "relay listening on %s\n", ln.Addr())
+	if m != nil {
+		fmt.Fprintf(stdout, "metrics listening on http://%s\n", metricsAddr)
+	}
 	return serve(ctx, srv, ln, o.timeout+stopMargin, log)
 }
 
-// serve runs srv on ln until ctx ends, then stops it within grace. It is
-// shared by cmd/relay's tests.
+// serve runs srv on ln until ctx ends, then stops it within grace (the
+// server logs its stop).
 func serve(ctx context.Context, srv *relay.Server, ln net.Listener, grace time.Duration, log *slog.Logger) int {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -257,14 +314,11 @@ func serve(ctx context.Context, srv *relay.Server, ln net.Listener, grace time.D
 		return 1
 	case <-ctx.Done():
 	}
-	log.Info("stopping: finishing frames in flight", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Error("stop cut short: remaining core calls cancelled and recorded", "err", err)
 		return 1
 	}
 	<-serveErr
-	log.Info("relay stopped")
 	return 0
 }

@@ -2,7 +2,7 @@
 // poking at by hand: the core simulator (internal/coresim) and the relay in
 // front of it, with a ledger.
 //
-//	sandbox [--relay ADDR] [--core ADDR] [--db PATH] [--timeout SECONDS] [--delay SECONDS] [--log-level LEVEL]
+//	sandbox [--relay ADDR] [--core ADDR] [--db PATH] [--timeout SECONDS] [--delay SECONDS] [--metrics-addr ADDR] [--log-level LEVEL]
 //
 // By default the core listens on 127.0.0.1:9201 and the relay on
 // 127.0.0.1:9200, the ports every example in the docs uses. The ledger is a
@@ -14,6 +14,9 @@
 // The relay's --timeout defaults to 2 seconds and the core's SLOW delay to 3,
 // so a transfer whose memo starts with SLOW demonstrates E901: the relay
 // gives up, the core posts anyway, and resolve would settle the row.
+//
+// --metrics-addr serves the relay's /metrics, /healthz and /readyz, as
+// relay --metrics-addr does.
 //
 // It prints where both listen and an lhsend command line to try, then runs
 // until SIGINT or SIGTERM, and stops the relay gracefully before the core.
@@ -39,6 +42,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/metrics"
 	"lhrelay/internal/relay"
 )
 
@@ -57,6 +61,7 @@ type options struct {
 	db        string
 	timeout   time.Duration
 	delay     time.Duration
+	metrics   string
 	logLevel  slog.Level
 }
 
@@ -69,6 +74,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.StringVar(&o.db, "db", "", "ledger `file` (default: a new file in a temporary directory, removed at exit)")
 	cliflag.SecondsVar(fs, &o.timeout, "timeout", 2*time.Second, "relay's core call timeout in `seconds`")
 	cliflag.SecondsVar(fs, &o.delay, "delay", coresim.DefaultDelay, "`seconds` the core waits on a SLOW memo before posting")
+	fs.StringVar(&o.metrics, "metrics-addr", "", "`host:port` serving the relay's /metrics, /healthz and /readyz (default off)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -81,7 +87,10 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	for _, a := range []struct{ name, v string }{{"relay", o.relayAddr}, {"core", o.coreAddr}} {
+	for _, a := range []struct{ name, v string }{{"relay", o.relayAddr}, {"core", o.coreAddr}, {"metrics-addr", o.metrics}} {
+		if a.v == "" && a.name == "metrics-addr" {
+			continue
+		}
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
 			return o, fmt.Errorf("--%s %q: want host:port", a.name, a.v)
 		}
@@ -150,10 +159,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandbox: %v\n", err)
 		return 1
 	}
-	srv, err := relay.New(relay.Config{Core: core, Ledger: led, Logger: log})
+	cfg := relay.Config{Core: core, Ledger: led, Logger: log}
+	var m *metrics.Metrics
+	if o.metrics != "" {
+		m = metrics.New()
+		m.WatchLedger(led)
+		cfg.Metrics = m
+	}
+	srv, err := relay.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandbox: %v\n", err)
 		return 1
+	}
+	metricsAt := ""
+	if m != nil {
+		mln, err := net.Listen("tcp", o.metrics)
+		if err != nil {
+			fmt.Fprintf(stderr, "sandbox: --metrics-addr: %v\n", err)
+			return 1
+		}
+		msrv := &http.Server{Handler: m.Handler(srv.Ready), ReadHeaderTimeout: 10 * time.Second}
+		go msrv.Serve(mln)
+		defer msrv.Close()
+		metricsAt = fmt.Sprintf("metrics on http://%s/metrics (and /healthz, /readyz)\n", mln.Addr())
 	}
 	relayLn, err := net.Listen("tcp", o.relayAddr)
 	if err != nil {
@@ -165,6 +193,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	fmt.Fprintf(stdout, "core simulator listening on %s\n", coreURL)
 	fmt.Fprintf(stdout, "relay listening on %s (core timeout %ss, ledger %s)\n", relayLn.Addr(), cliflag.FormatSeconds(o.timeout), dbPath)
+	fmt.Fprint(stdout, metricsAt)
 	fmt.Fprintf(stdout, "\ntry, from another terminal:\n\n")
 	fmt.Fprintf(stdout, "  go run ./cmd/lhsend --addr %s --tx BKTR0001 --wd-bank 081 --wd-acct 11002003004005 --dp-bank 004 --dp-acct 22003004005006 --amount 50000 --memo rent\n\n", relayLn.Addr())
 	fmt.Fprintf(stdout, "lhsend picks a fresh GUID; the same line with --guid set to the GUID it printed replays the stored answer.\n"+

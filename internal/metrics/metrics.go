@@ -1,18 +1,24 @@
 // Package metrics is the relay's Prometheus instrumentation and its
 // operational HTTP endpoints: /metrics, /healthz (the process is alive) and
-// /readyz (the ledger is usable). Each Metrics has its own registry, so
-// tests and several relays in one process never share counters.
+// /readyz (the relay can take frames: its ledger is usable and it is not
+// stopping). Each Metrics has its own registry, so tests and several relays
+// in one process never share counters. *Metrics implements relay.Metrics
+// (relay.Config.Metrics).
 package metrics
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 )
 
@@ -27,7 +33,8 @@ type Metrics struct {
 	// CoreCalls is the latency of core calls by TX_CODE and outcome
 	// (the response-code source, e.g. HTTP200, READ_TIMEOUT).
 	CoreCalls *prometheus.HistogramVec
-	// InFlight is the number of frames being handled right now.
+	// InFlight is the number of frames started (first byte read) and not
+	// yet answered (answer ready, or the frame dropped).
 	InFlight prometheus.Gauge
 	// OpenConns is the number of open channel connections.
 	OpenConns prometheus.Gauge
@@ -35,9 +42,12 @@ type Metrics struct {
 	// were already open.
 	RejectedConns prometheus.Counter
 	// BatchRows counts rows handled by batch commands run in-process (the
-	// demo) by command and outcome; the stand-alone commands write the same
-	// series to a textfile (see WriteBatchFile).
+	// demo) by command and outcome; the stand-alone commands write their
+	// outcomes to a textfile instead (batch.WriteMetricsFile).
 	BatchRows *prometheus.CounterVec
+
+	frames    *children[prometheus.Counter]
+	coreCalls *children[prometheus.Observer]
 }
 
 // New creates the collectors and registers them, with the Go runtime and
@@ -58,7 +68,7 @@ func New() *Metrics {
 		}, []string{"tx_code", "outcome"}),
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lhrelay_frames_in_flight",
-			Help: "Frames being handled right now.",
+			Help: "Frames started (first byte read) and not yet answered.",
 		}),
 		OpenConns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lhrelay_connections_open",
@@ -75,12 +85,108 @@ func New() *Metrics {
 	}
 	reg.MustRegister(m.Frames, m.CoreCalls, m.InFlight, m.OpenConns, m.RejectedConns, m.BatchRows,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.frames = newChildren(func(tx, rsp string) prometheus.Counter { return m.Frames.WithLabelValues(tx, rsp) })
+	m.coreCalls = newChildren(func(tx, outcome string) prometheus.Observer { return m.CoreCalls.WithLabelValues(tx, outcome) })
 	return m
 }
 
-// ObserveCore records one core call.
-func (m *Metrics) ObserveCore(txCode, outcome string, d time.Duration) {
-	m.CoreCalls.WithLabelValues(txCode, outcome).Observe(d.Seconds())
+// The relay's side (relay.Metrics). Each method is called on the hot path,
+// so the labelled children are looked up once per label pair and kept (see
+// children); label values come from finite sets (the registered TX_CODEs and
+// "unknown", the response codes and sources of rspmap.csv), so what a channel
+// sends can never grow the label set.
+
+// FrameAnswered counts one answered frame. A txCode that is not registered
+// is counted as "unknown", never as the bytes received.
+func (m *Metrics) FrameAnswered(txCode string, rsp generated.RspCode) {
+	m.frames.get(txLabel(txCode), rspLabel(rsp)).Inc()
+}
+
+// CoreCalled records the latency of one core call and how it ended.
+func (m *Metrics) CoreCalled(txCode string, outcome generated.Source, elapsed time.Duration) {
+	m.coreCalls.get(txLabel(txCode), sourceLabel(outcome)).Observe(elapsed.Seconds())
+}
+
+// FrameStarted and FrameEnded bracket a frame being handled.
+func (m *Metrics) FrameStarted() { m.InFlight.Inc() }
+
+// FrameEnded: see FrameStarted.
+func (m *Metrics) FrameEnded() { m.InFlight.Dec() }
+
+// ConnOpened and ConnClosed bracket an admitted channel connection.
+func (m *Metrics) ConnOpened() { m.OpenConns.Inc() }
+
+// ConnClosed: see ConnOpened.
+func (m *Metrics) ConnClosed() { m.OpenConns.Dec() }
+
+// ConnRejected counts a connection closed at once by --max-conns.
+func (m *Metrics) ConnRejected() { m.RejectedConns.Inc() }
+
+// AddBatchRows counts rows handled by a batch command run in-process, one
+// call per outcome of its summary (batch.Summary.Each).
+func (m *Metrics) AddBatchRows(command, outcome string, n int) {
+	m.BatchRows.WithLabelValues(command, outcome).Add(float64(n))
+}
+
+// UnknownLabel is the label value of a TX_CODE that is not registered (or a
+// response code or source that is not in the table).
+const UnknownLabel = "unknown"
+
+func txLabel(code string) string {
+	if tx, ok := generated.LookupTransaction(code); ok {
+		return tx.Code
+	}
+	return UnknownLabel
+}
+
+func rspLabel(c generated.RspCode) string {
+	if _, ok := c.Source(); ok {
+		return string(c)
+	}
+	return UnknownLabel
+}
+
+func sourceLabel(s generated.Source) string {
+	if s.Code() != "" {
+		return string(s)
+	}
+	return UnknownLabel
+}
+
+// children caches the children of a two-label vector. A lookup that hits
+// is one map read through an atomic pointer: no lock, no allocation. A miss
+// (once per label pair in the life of the process) copies the map under a
+// lock.
+type children[T any] struct {
+	with func(a, b string) T
+	mu   sync.Mutex
+	m    atomic.Pointer[map[labelPair]T]
+}
+
+type labelPair struct{ a, b string }
+
+func newChildren[T any](with func(a, b string) T) *children[T] {
+	c := &children[T]{with: with}
+	c.m.Store(&map[labelPair]T{})
+	return c
+}
+
+func (c *children[T]) get(a, b string) T {
+	if v, ok := (*c.m.Load())[labelPair{a, b}]; ok {
+		return v
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.m.Load()
+	if v, ok := old[labelPair{a, b}]; ok {
+		return v
+	}
+	next := make(map[labelPair]T, len(old)+1)
+	maps.Copy(next, old)
+	v := c.with(a, b)
+	next[labelPair{a, b}] = v
+	c.m.Store(&next)
+	return v
 }
 
 // WatchLedger exports the ledger's rows by state, read at scrape time so
@@ -127,10 +233,18 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Handler serves /metrics, /healthz and /readyz. ready reports whether the
-// relay can take frames (its ledger answers); nil means always ready.
+// relay can take frames (its ledger answers, it is not stopping); nil means
+// always ready.
+//
+// /metrics is served even when a collector fails (an unusable ledger): the
+// other series are what an operator needs most at that moment. The failure
+// is counted in promhttp_metric_handler_errors_total.
 func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{
+		Registry:      m.Registry,
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

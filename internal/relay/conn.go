@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
@@ -117,22 +116,8 @@ func (c *conn) serve() {
 		if !c.toBusy() {
 			return
 		}
-		// The frame has started: from here it has FrameTimeout to arrive.
-		c.nc.SetReadDeadline(time.Now().Add(c.s.frameTimeout))
-		frame, err := wire.ReadFrame(c.br, c.frame[:0])
-		c.frame = frame[:0]
-		keep := true
-		var out []byte
-		switch {
-		case err == nil:
-			out, keep = c.handleFrame(frame)
-		case isPrefixError(err):
-			// Framing is lost: answer E102 with blank TX_CODE and GUID (the
-			// prefix is all there is) and close.
-			log.Warn("length prefix not digits; closing", "remote", c.remote, "prefix", string(frame))
-			out = c.keepOut(wire.AppendRejection(c.out[:0], frame, generated.SourceBadFrame.Code(), c.s.now()))
-			keep = false
-		default:
+		out, keep, err := c.next()
+		if err != nil {
 			c.logReadEnd(err, "inside a frame")
 			return
 		}
@@ -146,6 +131,26 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// next reads the frame whose first byte has arrived and answers it. From
+// its first byte a frame has FrameTimeout to arrive whole; an error means
+// it did not (or the connection failed) and nothing of it was handled. The
+// frame counts as in flight until its answer is ready.
+func (c *conn) next() (out []byte, keep bool, err error) {
+	c.s.frameStarted()
+	defer c.s.frameEnded()
+	c.nc.SetReadDeadline(time.Now().Add(c.s.frameTimeout))
+	frame, err := wire.ReadFrame(c.br, c.frame[:0])
+	c.frame = frame[:0]
+	switch {
+	case err == nil:
+		out, keep = c.handleFrame(frame)
+		return out, keep, nil
+	case isPrefixError(err):
+		return c.rejectFraming(frame, err), false, nil
+	}
+	return nil, false, err
 }
 
 // Bounds on lingerClose: how long and how much unread input it discards.
@@ -197,9 +202,4 @@ func (c *conn) logReadEnd(err error, where string) {
 	default:
 		log.Warn("connection ended "+where, "remote", c.remote, "err", err)
 	}
-}
-
-// logEnabled is a cheap check before building a log line's attributes.
-func (c *conn) logEnabled(level slog.Level) bool {
-	return c.s.log.Enabled(c.s.base, level)
 }

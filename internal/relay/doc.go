@@ -69,6 +69,54 @@
 // classified like any failed call (E902 if nothing was sent, else E901) and
 // recorded, so no row is left SENT — and the connections are closed.
 //
+// # Logs
+//
+// Every answered frame gets exactly one line, message "frame", written just
+// before the answer (so a channel holding its answer finds the line
+// written), with these attributes:
+//
+//	guid, tx       the header's GUID and TX_CODE (for a frame whose header
+//	               did not decode, the bytes at their positions)
+//	rsp            the response code answered
+//	state          the ledger row's state as recorded (DONE, UNKNOWN,
+//	               FAILED; SENT if recording failed) or as found (replay,
+//	               E903, E904, E901 from an UNKNOWN row); "" when no row
+//	               was touched (E101, E102, no ledger)
+//	attempts       the row's attempts (0 when no row)
+//	latency_ms     from the whole frame read to the answer ready, float
+//	remote         the channel's address
+//	claim          the ledger's verdict (Owned, Replay, InProgress,
+//	               Unknown, Reused), when a claim was made
+//	status,core_ms the core's HTTP status (0: no answer) and the call's
+//	               duration, when the core was called
+//	why, len       for E101/E102: the reason and the frame's length
+//	err            what went wrong, when something did
+//	req            the request fields by JSON key, once the body decoded
+//
+// The line is at info for the ordinary answers (0000, B20x, E500, a
+// replay) and at warn for those worth a look: E101 and E102 (with why),
+// E901, E902, E903, E904. Account numbers (fields marked Account in the
+// layout) are masked in it, 11********4005, and in its err; so they are in
+// every line at info and above. At debug level a "frame received" line
+// carries the decoded request, header fields and body unmasked, for tracing
+// on a test system.
+//
+// Other lines: ledger failures and panics at error (always with the GUID),
+// frame and idle timeouts, refused connections (max-conns, at most one line
+// a second), connection opened/closed at debug, and Shutdown's two lines
+// ("relay stopping" with the frames in flight, "relay stopped" with how
+// many were finished and how long it took).
+//
+// # Metrics
+//
+// With Config.Metrics set (internal/metrics), the server counts every
+// answered frame by TX_CODE (an unregistered one as "unknown") and response
+// code, before the answer is written; observes each core call's duration by
+// TX_CODE and outcome; and tracks the frames in flight (first byte read,
+// answer not yet ready), the open connections and the connections refused by
+// MaxConns. Ready is the readiness probe: it fails while the server stops
+// and when the ledger does not answer a Ping.
+//
 // Timeouts: a connection waiting for the first byte of a frame is closed
 // after IdleTimeout; once that byte has arrived the whole frame must arrive
 // within FrameTimeout or the connection is dropped (nothing of a partial

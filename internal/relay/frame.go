@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -50,13 +49,29 @@ func (st stage) String() string {
 	return fmt.Sprintf("stage(%d)", int(st))
 }
 
-// frameState follows one frame through handleFrame.
+// frameState follows one frame through handleFrame, and carries what its
+// log line and its metrics report.
 type frameState struct {
 	stage stage
 	frame []byte           // the request frame as received
+	start time.Time        // when the whole frame had been read
 	hdr   generated.Header // decoded once stage > stageValidating
 	owned bool             // a ledger row was claimed for this request
 	out   []byte           // the answer, once recorded
+
+	// txCode and guid are the header's, or for a frame whose header did
+	// not decode, the bytes at their positions.
+	txCode, guid string
+	tx           *generated.Transaction // once TX_CODE is known registered
+	req          generated.RequestBody  // once the body has decoded
+	rsp          generated.RspCode      // the code answered
+	state        ledger.State           // the row's state, recorded or found; "" if none
+	attempts     int                    // the row's attempts; 0 if no row
+	claim        ledger.ClaimOutcome    // 0 when no claim was made
+	why          string                 // why the frame was rejected (E101, E102)
+	err          error                  // the rejection's, the claim's or the core call's error
+	called       bool                   // the core was called; res holds the result
+	res          corecall.Result
 }
 
 func (s *Server) at(st stage) {
@@ -67,63 +82,87 @@ func (s *Server) at(st stage) {
 
 // handleFrame answers one whole frame: validate → claim → call → record →
 // answer. keep is false when the connection must be closed after the
-// answer (after a panic).
+// answer (after a panic). The frame is counted and logged before it
+// returns.
 func (c *conn) handleFrame(frame []byte) (out []byte, keep bool) {
-	st := frameState{frame: frame}
-	defer func() {
-		if p := recover(); p != nil {
-			out, keep = c.recoverFrame(frame, &st, p), false
-		}
-	}()
-	return c.process(frame, &st), true
+	st := frameState{frame: frame, start: time.Now()}
+	out, keep = c.handleRecovered(&st)
+	c.frameDone(&st)
+	return out, keep
 }
 
-func (c *conn) process(frame []byte, st *frameState) []byte {
+func (c *conn) handleRecovered(st *frameState) (out []byte, keep bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, keep = c.recoverFrame(st, p), false
+		}
+	}()
+	return c.process(st), true
+}
+
+// rejectFraming answers a frame whose length prefix is not digits: framing
+// is lost, so the answer has blank TX_CODE and GUID (the prefix is all
+// there is) and the connection is closed after it.
+func (c *conn) rejectFraming(prefix []byte, err error) []byte {
+	st := frameState{frame: prefix, start: time.Now()}
+	out := c.reject(&st, generated.SourceBadFrame, "length prefix not digits; closing: framing is lost", err)
+	c.frameDone(&st)
+	return out
+}
+
+func (c *conn) process(st *frameState) []byte {
 	s := c.s
+	frame := st.frame
 	s.at(stageValidating)
 	// LEN was read and LEN bytes with it, so framing holds whatever is
 	// wrong from here on: answer and go on reading.
 	if len(frame) < generated.HeaderLen {
-		return c.reject(frame, generated.SourceBadFrame, "frame shorter than the header", nil)
+		return c.reject(st, generated.SourceBadFrame, "frame shorter than the header", nil)
 	}
 	if !fixedwidth.PrintableBytes(frame[generated.PrefixLen:]) {
-		return c.reject(frame, generated.SourceBadFrame, "byte outside printable ASCII", nil)
+		return c.reject(st, generated.SourceBadFrame, "byte outside printable ASCII", nil)
 	}
 	text := string(frame)
 	if err := st.hdr.Decode(text[:generated.HeaderLen]); err != nil {
-		return c.reject(frame, generated.SourceBadFrame, "bad header", err)
+		return c.reject(st, generated.SourceBadFrame, "bad header", err)
 	}
+	st.txCode, st.guid = st.hdr.TxCode, st.hdr.GUID
 	if st.hdr.Flag != generated.FlagRequest {
-		return c.reject(frame, generated.SourceBadFrame, "FLAG is not a request", nil)
+		return c.reject(st, generated.SourceBadFrame, "FLAG is not a request", nil)
 	}
 	tx, ok := generated.LookupTransaction(st.hdr.TxCode)
 	if !ok {
-		return c.reject(frame, generated.SourceUnknownTx, "TX_CODE not registered", nil)
+		return c.reject(st, generated.SourceUnknownTx, "TX_CODE not registered", nil)
 	}
+	st.tx = tx
 	req := tx.NewRequest()
 	if err := req.Decode(text[generated.HeaderLen:]); err != nil {
-		return c.reject(frame, generated.SourceBadFrame, "bad body", err)
+		return c.reject(st, generated.SourceBadFrame, "bad body", err)
 	}
+	st.req = req
+	c.logReceived(st)
 	call, err := corecall.Prepare(tx, st.hdr.GUID, req)
 	if err != nil {
-		return c.reject(frame, generated.SourceBadFrame, "body does not fit the core API", err)
+		return c.reject(st, generated.SourceBadFrame, "body does not fit the core API", err)
 	}
 
-	var claim ledger.Claim
 	if s.ledger != nil {
-		claim, err = s.ledger.Claim(s.base, ledger.Request{
+		claim, err := s.ledger.Claim(s.base, ledger.Request{
 			GUID: st.hdr.GUID, TxCode: tx.Code, Frame: frame, Body: frame[generated.HeaderLen:],
 		})
 		if err != nil {
 			// Nothing was sent: E902 is the truth (package comment).
-			c.s.log.Error("ledger claim failed; answering CONNECT_FAIL, nothing sent", "remote", c.remote, "guid", st.hdr.GUID, "tx", tx.Code, "err", err)
+			st.err = err
+			s.log.Error("ledger claim failed; answering CONNECT_FAIL, nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
 			return c.answer(st, generated.SourceConnectFail)
 		}
+		st.claim, st.state, st.attempts = claim.Outcome, claim.State, claim.Attempts
 		if claim.Outcome != ledger.Owned {
 			st.stage = stageNotOwned
 			return c.notOwned(st, claim)
 		}
 		st.owned = true
+		st.state = ledger.StateSent
 	}
 
 	st.stage = stageClaimed
@@ -136,16 +175,21 @@ func (c *conn) process(frame []byte, st *frameState) []byte {
 	if src != res.Source {
 		res.Err = errors.Join(res.Err, fmt.Errorf("%s answer could not be framed; answering %s", res.Source.Code(), src.Code()))
 	}
+	st.called, st.res, st.err, st.rsp = true, res, res.Err, src.Code()
+	if s.metrics != nil {
+		s.metrics.CoreCalled(tx.Code, src, res.Elapsed)
+	}
 	c.keepOut(out)
 	if st.owned {
 		if err := s.finish(st.hdr.GUID, src, out); err != nil {
-			s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent", "remote", c.remote, "guid", st.hdr.GUID, "tx", tx.Code, "rsp", string(src.Code()), "err", err)
+			s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "rsp", string(src.Code()), "err", err)
+		} else {
+			st.state = ledger.State(src.LedgerState())
 		}
 	}
 	st.out = out
 	st.stage = stageRecorded
 	s.at(stageRecorded)
-	c.logCall(st, tx, src, res, claim.Attempts)
 	return out
 }
 
@@ -155,7 +199,7 @@ func (c *conn) notOwned(st *frameState, claim ledger.Claim) []byte {
 	var src generated.Source
 	switch claim.Outcome {
 	case ledger.Replay:
-		c.logLedger(slog.LevelInfo, "replayed stored answer", st, claim, claim.RspCode)
+		st.rsp = generated.RspCode(claim.RspCode)
 		return claim.Response
 	case ledger.InProgress:
 		src = generated.SourceInProgress
@@ -168,7 +212,6 @@ func (c *conn) notOwned(st *frameState, claim ledger.Claim) []byte {
 		// and let the channel retry.
 		src = generated.SourceInProgress
 	}
-	c.logLedger(slog.LevelWarn, "answered from the ledger, core not called", st, claim, string(src.Code()))
 	return c.answer(st, src)
 }
 
@@ -182,28 +225,19 @@ func (s *Server) finish(guid string, src generated.Source, out []byte) error {
 
 // reject answers a frame that is not processed (E101, E102). The answer is
 // built from the raw header positions, so it works whatever is broken.
-func (c *conn) reject(frame []byte, src generated.Source, why string, err error) []byte {
-	if c.logEnabled(slog.LevelWarn) {
-		raw := generated.RawHeader(frame)
-		attrs := []slog.Attr{
-			slog.String("remote", c.remote),
-			slog.String("rsp", string(src.Code())),
-			slog.String("why", why),
-			slog.String("tx", raw.TxCode),
-			slog.String("guid", raw.GUID),
-			slog.Int("len", len(frame)),
-		}
-		if err != nil {
-			attrs = append(attrs, slog.String("err", err.Error()))
-		}
-		c.s.log.LogAttrs(c.s.base, slog.LevelWarn, "frame rejected", attrs...)
+func (c *conn) reject(st *frameState, src generated.Source, why string, err error) []byte {
+	if st.txCode == "" && st.guid == "" {
+		raw := generated.RawHeader(st.frame)
+		st.txCode, st.guid = raw.TxCode, raw.GUID
 	}
-	return c.keepOut(wire.AppendRejection(c.out[:0], frame, src.Code(), c.s.now()))
+	st.rsp, st.why, st.err = src.Code(), why, err
+	return c.keepOut(wire.AppendRejection(c.out[:0], st.frame, src.Code(), c.s.now()))
 }
 
 // answer builds an empty-bodied answer with src's code from the decoded
 // header, or from the raw header positions if that fails.
 func (c *conn) answer(st *frameState, src generated.Source) []byte {
+	st.rsp = src.Code()
 	out, err := wire.AppendResponse(c.out[:0], &st.hdr, src.Code(), nil, c.s.now())
 	if err != nil {
 		out = wire.AppendRejection(c.out[:0], st.frame, src.Code(), c.s.now())
@@ -213,15 +247,21 @@ func (c *conn) answer(st *frameState, src generated.Source) []byte {
 
 // recoverFrame answers a frame whose handling panicked, claiming no more
 // than is known (package comment, Panics), and records that in the ledger.
-func (c *conn) recoverFrame(frame []byte, st *frameState, p any) []byte {
+func (c *conn) recoverFrame(st *frameState, p any) []byte {
 	s := c.s
 	s.log.Error("panic handling frame; answering conservatively and closing the connection",
 		"remote", c.remote, "guid", st.hdr.GUID, "tx", st.hdr.TxCode, "stage", st.stage.String(),
 		"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	if st.txCode == "" && st.guid == "" {
+		raw := generated.RawHeader(st.frame)
+		st.txCode, st.guid = raw.TxCode, raw.GUID
+	}
+	st.err = fmt.Errorf("panic at stage %s: %v", st.stage, p)
 	var src generated.Source
 	switch st.stage {
 	case stageValidating:
-		return c.keepOut(wire.AppendRejection(c.out[:0], frame, generated.SourceConnectFail.Code(), s.now()))
+		st.rsp = generated.SourceConnectFail.Code()
+		return c.keepOut(wire.AppendRejection(c.out[:0], st.frame, st.rsp, s.now()))
 	case stageNotOwned:
 		return c.answer(st, generated.SourceInProgress)
 	case stageClaimed:
@@ -235,50 +275,9 @@ func (c *conn) recoverFrame(frame []byte, st *frameState, p any) []byte {
 	if st.owned {
 		if err := s.finish(st.hdr.GUID, src, out); err != nil {
 			s.log.Error("ledger: panic outcome not recorded; row stays SENT for resolve --stale-sent", "guid", st.hdr.GUID, "rsp", string(src.Code()), "err", err)
+		} else {
+			st.state = ledger.State(src.LedgerState())
 		}
 	}
 	return out
-}
-
-// logCall logs a frame that went to the core: one line per call.
-func (c *conn) logCall(st *frameState, tx *generated.Transaction, src generated.Source, res corecall.Result, attempts int) {
-	level := slog.LevelInfo
-	if src == generated.SourceReadTimeout || src == generated.SourceConnectFail {
-		level = slog.LevelWarn
-	}
-	if !c.logEnabled(level) {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.String("remote", c.remote),
-		slog.String("guid", st.hdr.GUID),
-		slog.String("tx", tx.Code),
-		slog.String("rsp", string(src.Code())),
-		slog.Int("status", res.Status),
-		slog.Duration("elapsed", res.Elapsed.Round(time.Microsecond)),
-	}
-	if attempts > 1 {
-		attrs = append(attrs, slog.Int("attempts", attempts))
-	}
-	if res.ConnReused && res.Status == 0 {
-		attrs = append(attrs, slog.Bool("conn_reused", true))
-	}
-	if res.Err != nil {
-		attrs = append(attrs, slog.String("err", res.Err.Error()))
-	}
-	c.s.log.LogAttrs(c.s.base, level, "core called", attrs...)
-}
-
-func (c *conn) logLedger(level slog.Level, msg string, st *frameState, claim ledger.Claim, rsp string) {
-	if !c.logEnabled(level) {
-		return
-	}
-	c.s.log.LogAttrs(c.s.base, level, msg,
-		slog.String("remote", c.remote),
-		slog.String("guid", st.hdr.GUID),
-		slog.String("tx", st.hdr.TxCode),
-		slog.String("claim", claim.Outcome.String()),
-		slog.String("row_state", string(claim.State)),
-		slog.String("rsp", rsp),
-	)
 }

@@ -53,8 +53,12 @@ type Config struct {
 	// LedgerTimeout bounds recording an outcome. Zero means
 	// DefaultLedgerTimeout.
 	LedgerTimeout time.Duration
-	// Logger receives the server's log. Nil means slog.Default().
+	// Logger receives the server's log (package comment, Logs). Nil means
+	// slog.Default().
 	Logger *slog.Logger
+	// Metrics receives the server's measurements; *metrics.Metrics
+	// implements it. Nil means none are taken.
+	Metrics Metrics
 	// Now is the relay's clock, for SENT_AT. Nil means time.Now.
 	Now func() time.Time
 }
@@ -69,6 +73,7 @@ type Server struct {
 	maxConns      int
 	ledgerTimeout time.Duration
 	log           *slog.Logger
+	metrics       Metrics // nil: none
 	now           func() time.Time
 
 	// base is the parent of every claim and core call. It is cancelled only
@@ -87,6 +92,7 @@ type Server struct {
 
 	rejected   atomic.Int64 // connections refused by MaxConns
 	lastRejLog atomic.Int64 // unix nanos of the last rejection log line
+	inFlight   atomic.Int64 // frames from their first byte to their answer being ready
 
 	// hook, when set (tests only), is called at each stage of a frame.
 	hook func(stage)
@@ -111,6 +117,7 @@ func New(cfg Config) (*Server, error) {
 		maxConns:      cmp.Or(cfg.MaxConns, DefaultMaxConns),
 		ledgerTimeout: cmp.Or(cfg.LedgerTimeout, DefaultLedgerTimeout),
 		log:           cfg.Logger,
+		metrics:       cfg.Metrics,
 		now:           cfg.Now,
 		listeners:     map[net.Listener]struct{}{},
 		conns:         map[*conn]struct{}{},
@@ -181,6 +188,9 @@ func (s *Server) admit(nc net.Conn) {
 		// Not a byte has been read: closing now means nothing was done
 		// with whatever the channel sent (package comment, MaxConns).
 		n := s.rejected.Add(1)
+		if s.metrics != nil {
+			s.metrics.ConnRejected()
+		}
 		nc.Close()
 		s.logRejected(nc, n)
 		return
@@ -189,6 +199,9 @@ func (s *Server) admit(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	if s.metrics != nil {
+		s.metrics.ConnOpened()
+	}
 	go c.serve()
 }
 
@@ -231,6 +244,9 @@ func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	if s.metrics != nil {
+		s.metrics.ConnClosed()
+	}
 	if s.connDone != nil {
 		s.connDone()
 	}
@@ -260,8 +276,20 @@ func (s *Server) beginStop() []*conn {
 // ends first, it cancels the remaining core calls (each is classified and
 // recorded as any failed call), closes every connection, waits for their
 // goroutines to finish, and returns ctx's error.
+//
+// It logs a line when it begins (the frames in flight) and one when it is
+// done ("relay stopped": how many frames were finished, how many cut short,
+// how long it took).
 func (s *Server) Shutdown(ctx context.Context) error {
-	for _, c := range s.beginStop() {
+	start := time.Now()
+	conns := s.beginStop()
+	inFlight := s.inFlight.Load()
+	attrs := []any{"in_flight", inFlight, "open_conns", len(conns)}
+	if dl, ok := ctx.Deadline(); ok {
+		attrs = append(attrs, "grace_ms", millis(time.Until(dl)))
+	}
+	s.log.Info("relay stopping: not accepting; finishing the frames in flight", attrs...)
+	for _, c := range conns {
 		c.closeIfIdle()
 	}
 	done := make(chan struct{})
@@ -271,11 +299,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		s.log.Info("relay stopped", "in_flight_finished", inFlight, "took_ms", millis(time.Since(start)))
 		return nil
 	case <-ctx.Done():
 	}
+	cut := s.inFlight.Load()
 	s.hardStop()
 	<-done
+	s.log.Error("relay stopped: stop cut short; remaining core calls cancelled and recorded as failed calls (E901/E902)",
+		"in_flight_finished", max(inFlight-cut, 0), "in_flight_cut_short", cut, "took_ms", millis(time.Since(start)), "err", ctx.Err())
 	return ctx.Err()
 }
 

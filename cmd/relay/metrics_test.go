@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/wire"
+)
+
+func TestMetricsAddrArgs(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run(context.Background(), []string{"--metrics-addr", "9300"}, &stdout, &stderr), 2)
+	assert.Assert(t, strings.Contains(stderr.String(), "--metrics-addr"), stderr.String())
+
+	o, err := parseArgs(nil, io.Discard)
+	assert.NilError(t, err)
+	assert.Equal(t, o.metricsAddr, "", "off by default")
+}
+
+// TestRunWithMetrics runs the command with --metrics-addr and a JSON log:
+// the startup line names every setting, the endpoints answer, a frame is
+// counted, and the stop is logged.
+func TestRunWithMetrics(t *testing.T) {
+	core := httptest.NewServer(coresim.New(coresim.Config{}))
+	defer core.Close()
+	db := filepath.Join(t.TempDir(), "relay.db")
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"--port", "0", "--core", core.URL, "--db", db, "--timeout", "1.5",
+			"--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--max-conns", "7"}, outW, &stderr)
+		outW.Close()
+	}()
+	lines := bufio.NewScanner(outR)
+	assert.Assert(t, lines.Scan(), "no listening line; stderr:\n%s", stderr.String())
+	addr, ok := strings.CutPrefix(lines.Text(), "relay listening on ")
+	assert.Assert(t, ok, lines.Text())
+	assert.Assert(t, lines.Scan(), "no metrics line; stderr:\n%s", stderr.String())
+	metricsURL, ok := strings.CutPrefix(lines.Text(), "metrics listening on ")
+	assert.Assert(t, ok, lines.Text())
+	go io.Copy(io.Discard, outR)
+
+	started := logLine(t, stderr.String(), "relay started")
+	_, port, _ := net.SplitHostPort(addr)
+	assert.Equal(t, started["addr"], addr)
+	assert.Equal(t, started["port"], mustFloat(t, port))
+	assert.Equal(t, started["core"], core.URL)
+	assert.Equal(t, started["db"], db)
+	assert.Equal(t, started["timeout"], "1.5s")
+	assert.Equal(t, started["frame_timeout"], "10s")
+	assert.Equal(t, started["idle_timeout"], "300s")
+	assert.Equal(t, started["max_conns"], float64(7))
+	assert.Equal(t, "http://"+started["metrics_addr"].(string), metricsURL)
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		status, body := httpGet(t, metricsURL+path)
+		assert.Equal(t, status, http.StatusOK, "%s: %s", path, body)
+	}
+
+	guid := "00000000000000000000000000c0ffee"
+	h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
+	frame, err := generated.AppendFrame(nil, &h, &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1000, Memo: "cmd test"})
+	assert.NilError(t, err)
+	c, err := net.Dial("tcp", addr)
+	assert.NilError(t, err)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = c.Write(frame)
+	assert.NilError(t, err)
+	_, err = wire.ReadFrame(c, nil)
+	assert.NilError(t, err)
+	c.Close()
+
+	_, body := httpGet(t, metricsURL+"/metrics")
+	for _, want := range []string{
+		`lhrelay_frames_total{rsp_code="0000",tx_code="BKTR0001"} 1`,
+		`lhrelay_ledger_rows{state="DONE"} 1`,
+		`lhrelay_core_call_seconds_count{outcome="HTTP200",tx_code="BKTR0001"} 1`,
+	} {
+		assert.Assert(t, strings.Contains(body, want+"\n"), "missing %q", want)
+	}
+	f := logLine(t, stderr.String(), "frame")
+	assert.Equal(t, f["guid"], guid)
+	assert.Equal(t, f["req"].(map[string]any)["wdAcct"], "11********4005")
+
+	stop()
+	select {
+	case code := <-exit:
+		assert.Equal(t, code, 0, stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("relay did not stop")
+	}
+	stopped := logLine(t, stderr.String(), "relay stopped")
+	assert.Equal(t, stopped["in_flight_finished"], float64(0))
+	_, err = http.Get(metricsURL + "/healthz")
+	assert.Assert(t, err != nil, "metrics listener closed at exit")
+}
+
+// logLine finds the JSON log line with message msg.
+func logLine(t *testing.T, log, msg string) map[string]any {
+	t.Helper()
+	for _, raw := range strings.Split(log, "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(raw), &l) == nil && l["msg"] == msg {
+			return l
+		}
+	}
+	t.Fatalf("no %q line in\n%s", msg, log)
+	return nil
+}
+
+func mustFloat(t *testing.T, s string) float64 {
+	t.Helper()
+	var f float64
+	assert.NilError(t, json.Unmarshal([]byte(s), &f))
+	return f
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	assert.NilError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	assert.NilError(t, err)
+	return resp.StatusCode, string(b)
+}

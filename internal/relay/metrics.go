@@ -1,0 +1,68 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"lhrelay/internal/generated"
+)
+
+// Metrics receives the relay's measurements as they happen;
+// *metrics.Metrics (internal/metrics) implements it. Config.Metrics nil
+// means none are taken.
+//
+// Every method is on the hot path and must be cheap and safe for concurrent
+// use. A frame is counted by FrameAnswered before its answer is written, so
+// a channel that has read its answer finds it counted.
+type Metrics interface {
+	// FrameAnswered counts one answered frame. txCode is the TX_CODE as
+	// received, registered or not: the implementation must bound its labels.
+	FrameAnswered(txCode string, rsp generated.RspCode)
+	// CoreCalled records one core call: how it ended and how long it took.
+	CoreCalled(txCode string, outcome generated.Source, elapsed time.Duration)
+	// FrameStarted and FrameEnded bracket a frame from its first byte to
+	// its answer being ready (or the frame being dropped).
+	FrameStarted()
+	FrameEnded()
+	// ConnOpened and ConnClosed bracket an admitted channel connection.
+	ConnOpened()
+	ConnClosed()
+	// ConnRejected counts a connection refused by MaxConns.
+	ConnRejected()
+}
+
+// ErrStopping is what Ready reports once Shutdown or Close has begun.
+var ErrStopping = errors.New("relay: stopping")
+
+// pinger is a ledger that can say whether it is usable (*ledger.Ledger).
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Ready reports whether the relay can take frames, for a readiness probe
+// (/readyz): it is not stopping, and its ledger, if it has one that can be
+// pinged, answers a read and a round trip through its writer.
+func (s *Server) Ready(ctx context.Context) error {
+	if s.stopFlag.Load() {
+		return ErrStopping
+	}
+	if p, ok := s.ledger.(pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+func (s *Server) frameStarted() {
+	s.inFlight.Add(1)
+	if s.metrics != nil {
+		s.metrics.FrameStarted()
+	}
+}
+
+func (s *Server) frameEnded() {
+	s.inFlight.Add(-1)
+	if s.metrics != nil {
+		s.metrics.FrameEnded()
+	}
+}
