@@ -52,8 +52,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -137,7 +135,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	addr, err := listenAddr(*listen, *port, set["port"])
+	addr, err := cliflag.ListenAddr(*listen, *port, set["port"])
 	if err != nil {
 		return o, err
 	}
@@ -174,25 +172,6 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	return o, nil
 }
 
-// listenAddr combines --listen and --port. --listen may carry its own port,
-// but then --port must not be given too: two ports is a mistake to report,
-// not a precedence rule to remember.
-func listenAddr(listen string, port int, portSet bool) (string, error) {
-	if listen == "" {
-		return "", errors.New("--listen: empty address")
-	}
-	if host, p, err := net.SplitHostPort(listen); err == nil {
-		if portSet {
-			return "", fmt.Errorf("--listen %s has a port and --port is given too: use one", listen)
-		}
-		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
-			return "", fmt.Errorf("--listen %s: bad port %q", listen, p)
-		}
-		return net.JoinHostPort(host, p), nil
-	}
-	host := strings.TrimSuffix(strings.TrimPrefix(listen, "["), "]")
-	return net.JoinHostPort(host, strconv.Itoa(port)), nil
-}
 
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
