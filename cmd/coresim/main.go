@@ -26,8 +26,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"lhrelay/internal/cliflag"
@@ -35,14 +33,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// After the first signal, restore the default handling so that a
-		// second one kills a shutdown that is taking too long.
-		<-ctx.Done()
-		stop()
-	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(cliflag.SignalContext(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 type options struct {
@@ -74,16 +65,8 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.StringVar(&o.accounts, "accounts", "", "CSV `file` of accounts (header bank,acct,balance) instead of the built-in set")
 	fs.StringVar(&o.logPath, "log", "", "append one line per request to `file` (- for standard output)")
 
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(usage, usageText)
-			fs.SetOutput(usage)
-			fs.PrintDefaults()
-		}
+	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if *port < 0 || *port > 65535 {
 		return o, fmt.Errorf("--port %d: want 0-65535", *port)

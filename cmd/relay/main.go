@@ -51,8 +51,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"lhrelay/internal/cliflag"
@@ -64,14 +62,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// After the first signal, restore the default handling so that a
-		// second one kills a stop that is taking too long.
-		<-ctx.Done()
-		stop()
-	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(cliflag.SignalContext(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // stopMargin is added to --timeout to bound a graceful stop: time to record
@@ -119,16 +110,8 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`host:port` serving /metrics, /healthz and /readyz over HTTP (default off), e.g. 127.0.0.1:9300")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(usage, usageText)
-			fs.SetOutput(usage)
-			fs.PrintDefaults()
-		}
+	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if *port < 0 || *port > 65535 {
 		return o, fmt.Errorf("--port %d: want 0-65535", *port)
@@ -171,7 +154,6 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	}
 	return o, nil
 }
-
 
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}

@@ -32,9 +32,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"lhrelay/internal/cliflag"
@@ -47,12 +45,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(cliflag.SignalContext(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 type options struct {
@@ -76,16 +69,8 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	cliflag.SecondsVar(fs, &o.delay, "delay", coresim.DefaultDelay, "`seconds` the core waits on a SLOW memo before posting")
 	fs.StringVar(&o.metrics, "metrics-addr", "", "`host:port` serving the relay's /metrics, /healthz and /readyz (default off)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(usage, "usage: sandbox [options]\n\nRuns the core simulator and the relay in one process.\n\n")
-			fs.SetOutput(usage)
-			fs.PrintDefaults()
-		}
+	if err := cliflag.Parse(fs, args, usage, "usage: sandbox [options]\n\nRuns the core simulator and the relay in one process.\n\n"); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	for _, a := range []struct{ name, v string }{{"relay", o.relayAddr}, {"core", o.coreAddr}, {"metrics-addr", o.metrics}} {
 		if a.v == "" && a.name == "metrics-addr" {
