@@ -24,6 +24,9 @@ import (
 type benchResult struct {
 	txps     float64
 	p50, p99 time.Duration
+	// Set by BenchmarkLedgerRelay only.
+	cpu          float64 // percent of all CPUs used by the process
+	commitsPerTx float64 // ledger group commits per transfer
 }
 
 // BenchmarkRelayOverhead sends the same BKTR0001 transfers through the
@@ -38,23 +41,7 @@ type benchResult struct {
 //
 //	go test -run '^$' -bench RelayOverhead -benchtime 2s ./internal/relay/
 func BenchmarkRelayOverhead(b *testing.B) {
-	sim := coresim.New(coresim.Config{Accounts: []coresim.Account{{Bank: "LHB", Acct: acctRich, Balance: coresim.MaxBalance}}})
-	core := httptest.NewServer(sim)
-	defer core.Close()
-
-	newClient := func(conc int) *corecall.Client {
-		c, err := corecall.New(corecall.Config{BaseURL: core.URL, Timeout: 10 * time.Second, MaxIdleConns: max(conc, 2)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return c
-	}
-	tx, _ := generated.LookupTransaction("BKTR0001")
-	body := &generated.BKTR0001Request{WdBank: "081", WdAcct: acctRich, DpBank: "004", DpAcct: acctOther, Amount: 1, Memo: "bench"}
-	template, err := generated.AppendFrame(nil, header(newGUID(), "BKTR0001"), body)
-	if err != nil {
-		b.Fatal(err)
-	}
+	core := benchCore(b)
 	// GUIDs cycle through a fixed set: without a ledger nothing checks
 	// them, and the simulator keeps a record per distinct GUID, which would
 	// otherwise grow with b.N and slow later runs with GC work.
@@ -65,60 +52,13 @@ func BenchmarkRelayOverhead(b *testing.B) {
 	for _, conc := range []int{1, 64} {
 		name := fmt.Sprintf("direct/c%d", conc)
 		b.Run(name, func(b *testing.B) {
-			client := newClient(conc)
-			defer client.CloseIdleConnections()
-			results[name] = runLoad(b, conc, func(int) func() error {
-				var g [32]byte
-				return func() error {
-					guid := string(appendGUID(g[:0], nextGUID()))
-					res := client.Call(context.Background(), tx, guid, body)
-					if res.Source != generated.SourceHTTP200 {
-						return fmt.Errorf("direct: %s: %v", res.Source, res.Err)
-					}
-					return nil
-				}
-			})
+			results[name] = runLoad(b, conc, directWorkers(benchClient(b, core.URL, conc), nextGUID))
 		})
 
 		name = fmt.Sprintf("relay/c%d", conc)
 		b.Run(name, func(b *testing.B) {
-			client := newClient(conc)
-			defer client.CloseIdleConnections()
-			srv, err := New(Config{Core: client, MaxConns: conc + 8, Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			go srv.Serve(ln)
-			defer srv.Close()
-			results[name] = runLoad(b, conc, func(int) func() error {
-				conn, err := net.Dial("tcp", ln.Addr().String())
-				if err != nil {
-					b.Fatal(err)
-				}
-				// A channel reads through a buffer, as any sensible client
-				// does: the prefix and the rest in one read.
-				br := bufio.NewReader(conn)
-				frame := slices.Clone(template)
-				var answer []byte
-				return func() error {
-					appendGUID(frame[12:12], nextGUID()) // the GUID field, in place
-					if _, err := conn.Write(frame); err != nil {
-						return err
-					}
-					answer, err = wire.ReadFrame(br, answer[:0])
-					if err != nil {
-						return err
-					}
-					if code := string(answer[51:55]); code != string(generated.RspHTTP200) {
-						return fmt.Errorf("relay answered %s", code)
-					}
-					return nil
-				}
-			})
+			addr := startBenchRelay(b, benchClient(b, core.URL, conc), conc, nil)
+			results[name] = runLoad(b, conc, relayWorkers(b, addr, nextGUID))
 		})
 	}
 
@@ -129,6 +69,98 @@ func BenchmarkRelayOverhead(b *testing.B) {
 		}
 		b.Logf("concurrency %d: direct %.0f tx/s p50 %v p99 %v | relay %.0f tx/s p50 %v p99 %v | relay keeps %.0f%% of throughput, adds %v at p50",
 			conc, d.txps, d.p50, d.p99, r.txps, r.p50, r.p99, 100*r.txps/d.txps, r.p50-d.p50)
+	}
+}
+
+// benchBody is the transfer every benchmark sends: 1 won from an account
+// the simulator gives a balance that never runs dry.
+var benchBody = &generated.BKTR0001Request{WdBank: "081", WdAcct: acctRich, DpBank: "004", DpAcct: acctOther, Amount: 1, Memo: "bench"}
+
+// benchCore starts an in-process simulated core over HTTP, closed when the
+// benchmark (or sub-benchmark run) ends.
+func benchCore(b *testing.B) *httptest.Server {
+	sim := coresim.New(coresim.Config{Accounts: []coresim.Account{{Bank: "LHB", Acct: acctRich, Balance: coresim.MaxBalance}}})
+	core := httptest.NewServer(sim)
+	b.Cleanup(core.Close)
+	return core
+}
+
+// benchClient is a core client sized for conc calls at once.
+func benchClient(b *testing.B, url string, conc int) *corecall.Client {
+	c, err := corecall.New(corecall.Config{BaseURL: url, Timeout: 10 * time.Second, MaxIdleConns: max(conc, 2)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// directWorkers makes runLoad's workers for calls straight to the core
+// with corecall, the code the relay itself uses, so that the difference to
+// relayWorkers is what the relay adds.
+func directWorkers(client *corecall.Client, nextGUID func() uint64) func(int) func() error {
+	tx, _ := generated.LookupTransaction("BKTR0001")
+	return func(int) func() error {
+		var g [32]byte
+		return func() error {
+			guid := string(appendGUID(g[:0], nextGUID()))
+			res := client.Call(context.Background(), tx, guid, benchBody)
+			if res.Source != generated.SourceHTTP200 {
+				return fmt.Errorf("direct: %s: %v", res.Source, res.Err)
+			}
+			return nil
+		}
+	}
+}
+
+// startBenchRelay starts a relay in front of client, with led as its
+// ledger (nil: none), and returns its address. It is closed when the
+// benchmark run ends.
+func startBenchRelay(b *testing.B, client *corecall.Client, conc int, led Ledger) string {
+	srv, err := New(Config{Core: client, Ledger: led, MaxConns: conc + 8, Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// relayWorkers makes runLoad's workers for channels: one connection each,
+// sending BKTR0001 frames one after another and expecting 0000.
+func relayWorkers(b *testing.B, addr string, nextGUID func() uint64) func(int) func() error {
+	template, err := generated.AppendFrame(nil, header(newGUID(), "BKTR0001"), benchBody)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(int) func() error {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// A channel reads through a buffer, as any sensible client
+		// does: the prefix and the rest in one read.
+		br := bufio.NewReader(conn)
+		frame := slices.Clone(template)
+		var answer []byte
+		return func() error {
+			appendGUID(frame[12:12], nextGUID()) // the GUID field, in place
+			if _, err := conn.Write(frame); err != nil {
+				return err
+			}
+			answer, err = wire.ReadFrame(br, answer[:0])
+			if err != nil {
+				return err
+			}
+			if code := string(answer[51:55]); code != string(generated.RspHTTP200) {
+				return fmt.Errorf("relay answered %s", code)
+			}
+			return nil
+		}
 	}
 }
 
