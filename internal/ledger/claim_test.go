@@ -333,8 +333,8 @@ func TestReclaim(t *testing.T) {
 	assert.Check(t, errors.Is(err, ErrNotFound))
 }
 
-// One op whose statements fail is undone alone (its savepoint); the other
-// ops of the same batch commit.
+// One op whose statements fail is undone alone; the other ops of the same
+// batch commit (the batch is rolled back and its ops run one by one).
 func TestFailingOpDoesNotSpoilItsBatch(t *testing.T) {
 	ctx := context.Background()
 	l := newLedger(t)
@@ -350,7 +350,7 @@ func TestFailingOpDoesNotSpoilItsBatch(t *testing.T) {
 	go func() {
 		results <- l.do(ctx, func(tx *sql.Tx) error {
 			// A first write that succeeds, then one the CHECK refuses: the
-			// savepoint must take back the first one too.
+			// first one must be taken back too.
 			if _, err := tx.Exec(`INSERT INTO tx(guid, state) VALUES (?, 'SENT')`, partial); err != nil {
 				return err
 			}
@@ -371,8 +371,8 @@ func TestFailingOpDoesNotSpoilItsBatch(t *testing.T) {
 		}
 	}
 	assert.Equal(t, failed, 1)
-	// The blocking op's batch, then one batch for the three.
-	assert.Equal(t, l.Commits()-commitsBefore, uint64(2))
+	// The blocking op's batch, then the two good ops alone (the slow path).
+	assert.Equal(t, l.Commits()-commitsBefore, uint64(3))
 
 	for _, g := range []string{good1.GUID, good2.GUID} {
 		row, err := l.Get(ctx, g)

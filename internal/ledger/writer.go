@@ -113,14 +113,23 @@ drain:
 		return batch
 	}
 
-	for i, o := range batch {
-		if err := runOp(tx, o); err != nil {
-			// SQLite aborted the transaction: what ran before is gone.
-			tx.Rollback()
-			failAll(batch[:i], fmt.Errorf("batch rolled back: %w", err))
-			failAll(batch[i:], err)
-			return batch
+	for _, o := range batch {
+		err := o.run(tx)
+		if err == nil || errors.Is(err, ErrStateChanged) {
+			// A refusal decided by a conditional statement that changed
+			// nothing: the op's own result, and the batch goes on.
+			o.err = err
+			continue
 		}
+		// A statement failed. SQLite may have rolled the whole
+		// transaction back (disk full, I/O error) or kept it with this
+		// op half done: either way nothing of this batch may commit as
+		// it stands. Undo it all and run every op alone, so that one op's
+		// failure stays its own and nobody is told of a write that was
+		// undone.
+		tx.Rollback()
+		l.runEach(ctx, batch)
+		return batch
 	}
 	if err := tx.Commit(); err != nil {
 		failAll(batch, fmt.Errorf("commit: %w", err))
@@ -130,25 +139,30 @@ drain:
 	return batch
 }
 
-// runOp runs one op inside its own savepoint. An error from the op itself
-// is the op's result (its statements are undone, the batch goes on); an
-// error returned by runOp means the transaction is unusable.
-func runOp(tx *sql.Tx, o *op) error {
-	if _, err := tx.Exec(`SAVEPOINT op`); err != nil {
-		return fmt.Errorf("savepoint: %w", err)
-	}
-	if err := o.run(tx); err != nil {
-		o.err = err
-		// Fails when SQLite already rolled the whole transaction back
-		// (disk full, I/O error): then no op of this batch may succeed.
-		if _, rerr := tx.Exec(`ROLLBACK TO op`); rerr != nil {
-			return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
+// runEach is the slow path after a statement failed in a batch: each op in a
+// transaction of its own. Every op's closure overwrites its results when it
+// runs, so running it again after the rollback is safe.
+func (l *Ledger) runEach(ctx context.Context, batch []*op) {
+	for _, o := range batch {
+		o.err = nil
+		tx, err := l.wconn.BeginTx(ctx, nil)
+		if err != nil {
+			o.err = fmt.Errorf("begin: %w", err)
+			continue
 		}
+		err = o.run(tx)
+		if err != nil && !errors.Is(err, ErrStateChanged) {
+			tx.Rollback()
+			o.err = err
+			continue
+		}
+		if cerr := tx.Commit(); cerr != nil {
+			o.err = fmt.Errorf("commit: %w", cerr)
+			continue
+		}
+		o.err = err
+		l.commits.Add(1)
 	}
-	if _, err := tx.Exec(`RELEASE op`); err != nil {
-		return fmt.Errorf("release savepoint: %w", err)
-	}
-	return nil
 }
 
 // failAll gives err to every op that has no error of its own yet.
