@@ -49,7 +49,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -221,22 +220,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	metricsAddr := "off"
 	if m != nil {
-		mln, err := net.Listen("tcp", o.metricsAddr)
+		msrv, maddr, err := m.Serve(o.metricsAddr, srv.Ready, log)
 		if err != nil {
 			ln.Close()
 			fmt.Fprintf(stderr, "relay: --metrics-addr: %v\n", err)
 			return 1
 		}
-		msrv := &http.Server{
-			Handler:           m.Handler(srv.Ready),
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
-		go msrv.Serve(mln)
 		// Closed after the relay has stopped, so that /readyz answers 503
 		// while it drains.
 		defer msrv.Close()
-		metricsAddr = mln.Addr().String()
+		metricsAddr = maddr.String()
 	}
 	port := 0
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {

@@ -158,15 +158,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	metricsAt := ""
 	if m != nil {
-		mln, err := net.Listen("tcp", o.metrics)
+		msrv, maddr, err := m.Serve(o.metrics, srv.Ready, log)
 		if err != nil {
 			fmt.Fprintf(stderr, "sandbox: --metrics-addr: %v\n", err)
 			return 1
 		}
-		msrv := &http.Server{Handler: m.Handler(srv.Ready), ReadHeaderTimeout: 10 * time.Second}
-		go msrv.Serve(mln)
 		defer msrv.Close()
-		metricsAt = fmt.Sprintf("metrics on http://%s/metrics (and /healthz, /readyz)\n", mln.Addr())
+		metricsAt = fmt.Sprintf("metrics on http://%s/metrics (and /healthz, /readyz)\n", maddr)
 	}
 	relayLn, err := net.Listen("tcp", o.relayAddr)
 	if err != nil {

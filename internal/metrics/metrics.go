@@ -8,7 +8,10 @@ package metrics
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -260,4 +263,22 @@ func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
 		w.Write([]byte("ready\n"))
 	})
 	return mux
+}
+
+// Serve listens on addr and serves Handler(ready) in the background, logging
+// server errors to log. The caller closes the returned server; the relay
+// commands close it only after the relay has stopped, so that /readyz
+// answers 503 while the relay drains.
+func (m *Metrics) Serve(addr string, ready func(context.Context) error, log *slog.Logger) (*http.Server, net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           m.Handler(ready),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go srv.Serve(ln)
+	return srv, ln.Addr(), nil
 }
