@@ -11,6 +11,7 @@ import (
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/wire"
 )
 
 // ReprocessConfig is what reprocess needs.
@@ -79,7 +80,7 @@ func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 // resendRow re-claims and sends one row; the outcome is the response code
 // recorded, or "skipped".
 func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row ledger.Row, cfg ReprocessConfig) (string, error) {
-	tx, h, req, err := decodeStored(row.Request)
+	tx, h, req, err := wire.DecodeRequest(row.Request)
 	if err != nil {
 		// The relay stored it after validating it; a row that no longer
 		// decodes (a layout changed) is left for a person.
@@ -97,26 +98,4 @@ func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row
 		return "", fmt.Errorf("recording %s: %w (the row stays SENT for resolve --stale-sent)", src.Code(), err)
 	}
 	return string(src.Code()), nil
-}
-
-// decodeStored decodes a stored request frame through the generated
-// layouts.
-func decodeStored(frame []byte) (*generated.Transaction, generated.Header, generated.RequestBody, error) {
-	var h generated.Header
-	if len(frame) < generated.HeaderLen {
-		return nil, h, nil, fmt.Errorf("stored request of %d bytes has no header", len(frame))
-	}
-	s := string(frame)
-	if err := h.Decode(s[:generated.HeaderLen]); err != nil {
-		return nil, h, nil, err
-	}
-	tx, ok := generated.LookupTransaction(h.TxCode)
-	if !ok {
-		return nil, h, nil, fmt.Errorf("TX_CODE %q is not registered", h.TxCode)
-	}
-	req := tx.NewRequest()
-	if err := req.Decode(s[generated.HeaderLen:]); err != nil {
-		return nil, h, nil, err
-	}
-	return tx, h, req, nil
 }

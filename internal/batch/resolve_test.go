@@ -18,6 +18,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/wire"
 )
 
 // core is a real simulator behind a real HTTP server that counts POSTs
@@ -55,7 +56,7 @@ func (c *core) client(t *testing.T) *corecall.Client {
 // reached it before timing out.
 func (c *core) post(t *testing.T, tl *testLedger, guid string) {
 	row := tl.row(guid)
-	tx, _, req, err := decodeStored(row.Request)
+	tx, _, req, err := wire.DecodeRequest(row.Request)
 	assert.NilError(t, err)
 	res := c.client(t).Call(context.Background(), tx, guid, req)
 	assert.Equal(t, res.Source, generated.SourceHTTP200, "%v", res.Err)

@@ -4,31 +4,15 @@ import (
 	"fmt"
 
 	"lhrelay/internal/generated"
+	"lhrelay/internal/wire"
 )
 
 // DecodeRequest reads a request frame back: its header and its
 // transaction's request body. It is the relay's view of what a channel sent,
 // for display and for tests.
 func DecodeRequest(frame []byte) (generated.Header, generated.RequestBody, error) {
-	var h generated.Header
-	if len(frame) < generated.HeaderLen {
-		return h, nil, fmt.Errorf("request frame of %d bytes is shorter than the %d-byte header", len(frame), generated.HeaderLen)
-	}
-	if err := h.Decode(string(frame[:generated.HeaderLen])); err != nil {
-		return h, nil, fmt.Errorf("request header: %w", err)
-	}
-	if h.Len != len(frame)-generated.PrefixLen {
-		return h, nil, fmt.Errorf("request length prefix says %d bytes, %d follow it", h.Len, len(frame)-generated.PrefixLen)
-	}
-	tx, err := LookupTx(h.TxCode)
-	if err != nil {
-		return h, nil, err
-	}
-	body := tx.NewRequest()
-	if err := body.Decode(string(frame[generated.HeaderLen:])); err != nil {
-		return h, nil, err
-	}
-	return h, body, nil
+	_, h, body, err := wire.DecodeRequest(frame)
+	return h, body, err
 }
 
 // Rows lists the answer for display as name/value pairs: the header fields,

@@ -109,3 +109,29 @@ func AppendRejection(dst []byte, frame []byte, code generated.RspCode, now time.
 	}
 	return h.AppendRawTo(dst)
 }
+
+// DecodeRequest decodes a whole request frame — a stored one, or one built
+// by a client — through the generated layouts: the header, the registered
+// transaction it names, and that transaction's request body.
+func DecodeRequest(frame []byte) (*generated.Transaction, generated.Header, generated.RequestBody, error) {
+	var h generated.Header
+	if len(frame) < generated.HeaderLen {
+		return nil, h, nil, fmt.Errorf("request frame of %d bytes is shorter than the %d-byte header", len(frame), generated.HeaderLen)
+	}
+	s := string(frame)
+	if err := h.Decode(s[:generated.HeaderLen]); err != nil {
+		return nil, h, nil, fmt.Errorf("request header: %w", err)
+	}
+	if h.Len != len(frame)-generated.PrefixLen {
+		return nil, h, nil, fmt.Errorf("request length prefix says %d bytes, %d follow it", h.Len, len(frame)-generated.PrefixLen)
+	}
+	tx, ok := generated.LookupTransaction(h.TxCode)
+	if !ok {
+		return nil, h, nil, fmt.Errorf("TX_CODE %q is not registered", h.TxCode)
+	}
+	body := tx.NewRequest()
+	if err := body.Decode(s[generated.HeaderLen:]); err != nil {
+		return nil, h, nil, err
+	}
+	return tx, h, body, nil
+}
