@@ -42,8 +42,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binaries builds cmd/relay and cmd/coresim once per test run and returns
-// their paths. It skips the test in -short mode.
+// binaries builds cmd/relay, cmd/coresim and cmd/resolve once per test run
+// and returns the first two's paths (resolveBin gives the third). It skips
+// the test in -short mode.
 func binaries(t *testing.T) (relayBin, coresimBin string) {
 	t.Helper()
 	if testing.Short() {
@@ -55,7 +56,7 @@ func binaries(t *testing.T) (relayBin, coresimBin string) {
 			return
 		}
 		args := append([]string{"build"}, buildFlags...)
-		args = append(args, "-o", binDir+string(filepath.Separator), "lhrelay/cmd/relay", "lhrelay/cmd/coresim")
+		args = append(args, "-o", binDir+string(filepath.Separator), "lhrelay/cmd/relay", "lhrelay/cmd/coresim", "lhrelay/cmd/resolve")
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -318,4 +319,11 @@ func ageRow(t *testing.T, db, guid string, state ledger.State, age time.Duration
 	n, err := res.RowsAffected()
 	assert.NilError(t, err)
 	assert.Equal(t, n, int64(1), "row %s not in state %s", guid, state)
+}
+
+// resolveBin is the path of the resolve binary that binaries built.
+func resolveBin(t *testing.T) string {
+	t.Helper()
+	binaries(t)
+	return filepath.Join(binDir, "resolve")
 }
