@@ -5,11 +5,11 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"lhrelay/internal/testutil"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,7 +74,7 @@ func TestServeAndStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stdoutR, stdoutW := io.Pipe()
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--port", "0", "--delay", "0.2", "--accounts", accounts, "--log", logPath}, stdoutW, &stderr)
@@ -162,21 +162,4 @@ func readFile(t *testing.T, path string) string {
 	}
 	assert.NilError(t, err)
 	return string(b)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

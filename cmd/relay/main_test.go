@@ -5,11 +5,11 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"lhrelay/internal/testutil"
 	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -92,7 +92,7 @@ func TestRunServesAndStops(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	outR, outW := io.Pipe()
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run(ctx, []string{"--port", "0", "--core", core.URL, "--db", db, "--timeout", "1", "--log-format", "json"}, outW, &stderr)
@@ -134,22 +134,4 @@ func TestRunServesAndStops(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, row.State, ledger.StateDone)
 	assert.DeepEqual(t, row.Response, answer)
-}
-
-// syncBuffer is a bytes.Buffer safe for the relay's log goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"lhrelay/internal/testutil"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -42,7 +43,7 @@ func TestRunWithMetrics(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	outR, outW := io.Pipe()
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run(ctx, []string{"--port", "0", "--core", core.URL, "--db", db, "--timeout", "1.5",

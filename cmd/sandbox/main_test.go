@@ -5,10 +5,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"lhrelay/internal/testutil"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +39,7 @@ func TestSandbox(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	outR, outW := io.Pipe()
-	var stderr syncBuffer
+	var stderr testutil.SyncBuffer
 	exit := make(chan int, 1)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the default ledger's directory goes here
@@ -86,21 +86,4 @@ func TestSandbox(t *testing.T) {
 	}
 	left, _ := filepath.Glob(filepath.Join(tmp, "lhrelay-sandbox-*"))
 	assert.Equal(t, len(left), 0, "temporary ledger removed")
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -3,6 +3,7 @@ package coresim_test
 import (
 	"bytes"
 	"encoding/json"
+	"lhrelay/internal/testutil"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -60,7 +61,7 @@ func TestRequestLog(t *testing.T) {
 }
 
 func TestRequestLogConcurrent(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.SyncBuffer
 	sim := coresim.New(coresim.Config{Log: &buf})
 	var wg sync.WaitGroup
 	for i := range 50 {
@@ -75,21 +76,4 @@ func TestRequestLogConcurrent(t *testing.T) {
 	for _, l := range lines {
 		assert.Check(t, is.Regexp(line, l))
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

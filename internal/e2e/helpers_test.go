@@ -2,12 +2,12 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
+	"lhrelay/internal/testutil"
 	"net/http"
 	"os"
 	"os/exec"
@@ -66,31 +66,12 @@ func binaries(t *testing.T) (relayBin, coresimBin string) {
 	return filepath.Join(binDir, "relay"), filepath.Join(binDir, "coresim")
 }
 
-// syncBuf is a bytes.Buffer safe for a process's output goroutine and the
-// test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a running binary.
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	addr   string   // from its "… listening on ADDR" line
-	stderr *syncBuf // its log
+	addr   string               // from its "… listening on ADDR" line
+	stderr *testutil.SyncBuffer // its log
 	exited chan struct{}
 }
 
@@ -100,7 +81,7 @@ type proc struct {
 // printed if the test failed.
 func startProc(t *testing.T, name, bin, ready string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), stderr: &syncBuf{}, exited: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), stderr: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	stdout, err := p.cmd.StdoutPipe()
 	assert.NilError(t, err)

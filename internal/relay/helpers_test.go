@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lhrelay/internal/testutil"
 	"log/slog"
 	"net"
 	"net/http"
@@ -84,31 +85,13 @@ func parseAnswer(t testing.TB, raw []byte) answer {
 	return a
 }
 
-// logBuf collects the server's log; it is printed if the test fails.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // env is a relay under test with its core and, optionally, a ledger.
 type env struct {
 	t    *testing.T
 	srv  *Server
 	addr string
 	led  *ledger.Ledger
-	log  *logBuf
+	log  *testutil.SyncBuffer
 	core *httptest.Server
 	done chan error // Serve's result
 }
@@ -130,7 +113,7 @@ type envConfig struct {
 
 func startEnv(t *testing.T, cfg envConfig) *env {
 	t.Helper()
-	e := &env{t: t, log: &logBuf{}, done: make(chan error, 1)}
+	e := &env{t: t, log: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	url := cfg.coreURL
 	if cfg.core != nil {
 		e.core = httptest.NewServer(cfg.core)

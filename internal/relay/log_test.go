@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"lhrelay/internal/testutil"
 	"log/slog"
 	"strings"
 	"sync"
@@ -22,7 +23,7 @@ import (
 // watchLog writes the relay's log to buf and announces the first line that
 // contains a given text (slog writes each record with one Write).
 type watchLog struct {
-	buf   *logBuf
+	buf   *testutil.SyncBuffer
 	mu    sync.Mutex
 	waits map[string]chan struct{}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"lhrelay/internal/testutil"
 	"log/slog"
 	"net"
 	"net/http"
@@ -46,7 +47,7 @@ type observedEnv struct {
 
 func startObserved(t *testing.T, o observed) *observedEnv {
 	t.Helper()
-	oe := &observedEnv{env: &env{t: t, log: &logBuf{}, done: make(chan error, 1)}}
+	oe := &observedEnv{env: &env{t: t, log: &testutil.SyncBuffer{}, done: make(chan error, 1)}}
 	oe.logW = &watchLog{buf: oe.env.log}
 	url := o.coreURL
 	if url == "" {
