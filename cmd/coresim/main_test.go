@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"lhrelay/internal/testutil"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
+
+	"lhrelay/internal/testutil"
 )
 
 func TestBadArguments(t *testing.T) {

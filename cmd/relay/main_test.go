@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"lhrelay/internal/testutil"
 	"net"
 	"net/http/httptest"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testutil"
 	"lhrelay/internal/wire"
 )
 

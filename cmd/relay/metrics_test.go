@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"lhrelay/internal/testutil"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
+	"lhrelay/internal/testutil"
 	"lhrelay/internal/wire"
 )
 

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"lhrelay/internal/testutil"
 	"net"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/generated"
+	"lhrelay/internal/testutil"
 	"lhrelay/internal/wire"
 )
 

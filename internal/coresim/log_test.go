@@ -3,7 +3,6 @@ package coresim_test
 import (
 	"bytes"
 	"encoding/json"
-	"lhrelay/internal/testutil"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"lhrelay/internal/coresim"
+	"lhrelay/internal/testutil"
 )
 
 // serve sends one request straight to the handler.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"lhrelay/internal/testutil"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"lhrelay/internal/channel"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testutil"
 )
 
 // buildFlags are passed to go build (race_test.go adds -race).

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"lhrelay/internal/testutil"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,6 +23,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testutil"
 	"lhrelay/internal/wire"
 )
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"lhrelay/internal/testutil"
 	"log/slog"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
+	"lhrelay/internal/testutil"
 )
 
 // watchLog writes the relay's log to buf and announces the first line that

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"lhrelay/internal/testutil"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
+	"lhrelay/internal/testutil"
 	"lhrelay/internal/wire"
 )
 
