@@ -33,11 +33,7 @@ func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer)
 	if *maxAttempts < 2 {
 		return nil, batch.Usagef("--max-attempts is required and must be at least 2 (a row's first attempt is 1)")
 	}
-	client, err := core.Client()
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.Open()
+	l, client, err := c.Connect(core)
 	if err != nil {
 		return nil, err
 	}

@@ -36,11 +36,7 @@ func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer)
 	if !c.Given("min-age") {
 		return nil, batch.Usagef("--min-age is required")
 	}
-	client, err := core.Client()
-	if err != nil {
-		return nil, err
-	}
-	l, err := c.Open()
+	l, client, err := c.Connect(core)
 	if err != nil {
 		return nil, err
 	}

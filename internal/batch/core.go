@@ -5,6 +5,7 @@ import (
 
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/corecall"
+	"lhrelay/internal/ledger"
 )
 
 // CoreFlags are the core connection flags of resolve and reprocess.
@@ -35,4 +36,19 @@ func (cf *CoreFlags) Client() (*corecall.Client, error) {
 		return nil, &UsageError{err}
 	}
 	return c, nil
+}
+
+// Connect makes the core client and opens the ledger, in that order, so
+// that a bad --core is reported without touching the database. The caller
+// closes the ledger.
+func (c *Command) Connect(cf *CoreFlags) (*ledger.Ledger, *corecall.Client, error) {
+	client, err := cf.Client()
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := c.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, client, nil
 }
