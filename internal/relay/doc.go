@@ -18,7 +18,7 @@
 //     Unknown E901; Reused E904 — none of them calls the core.
 //   - call: corecall.Client.Send, exactly once.
 //   - record: the ledger row moves to the outcome's state with the code and
-//     the exact response frame, before the channel is answered.
+//     the exact response frame, durably, before the channel is answered.
 //   - answer: the frame is written with a write deadline of FrameTimeout.
 //
 // # Policies an operator should know
@@ -29,11 +29,15 @@
 // fact landed) left a SENT row that a resend sees as E903 until resolve
 // --stale-sent settles it by inquiry.
 //
-// Ledger unusable when recording: the channel still gets the true outcome
-// (the core's answer is known and the frame is built); the row stays SENT and
-// the error is logged with the GUID. resolve --stale-sent settles such rows
-// by inquiry (a posted transfer is found, one that was not is 404 → FAILED),
-// which agrees with what the channel was told.
+// Ledger unusable when recording: the row stays SENT and the error is
+// logged with the GUID; resolve --stale-sent later settles the row by
+// inquiry: a posted transfer is found (DONE 0000), one that was not is 404
+// (FAILED E902, which reprocess sends again). The channel gets the true
+// outcome when that inquiry will agree with it: 0000, E901, E902. A refusal
+// or core error (B201–B203, E500) would not be agreed with — the inquiry
+// finds nothing, and reprocess would resend what the channel was told was
+// refused — so it is answered E901 instead: the result is for inquiry, and
+// the inquiry will tell the truth.
 //
 // MaxConns: a connection accepted while MaxConns connections are open is
 // closed at once, before a single byte is read from it. The channel sees the

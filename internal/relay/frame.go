@@ -182,7 +182,14 @@ func (c *conn) process(st *frameState) []byte {
 	c.keepOut(out)
 	if st.owned {
 		if err := s.finish(st.hdr.GUID, src, out); err != nil {
-			s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "rsp", string(src.Code()), "err", err)
+			st.err = errors.Join(st.err, err)
+			if settledAlike(src) {
+				s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "rsp", string(src.Code()), "err", err)
+			} else {
+				s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent, answering READ_TIMEOUT: resolve would take this refusal for never sent",
+					"remote", c.remote, "guid", st.guid, "tx", tx.Code, "core_rsp", string(src.Code()), "err", err)
+				out = c.answer(st, generated.SourceReadTimeout)
+			}
 		} else {
 			st.state = ledger.State(src.LedgerState())
 		}
@@ -213,6 +220,18 @@ func (c *conn) notOwned(st *frameState, claim ledger.Claim) []byte {
 		src = generated.SourceInProgress
 	}
 	return c.answer(st, src)
+}
+
+// settledAlike reports whether resolve, which settles a row left SENT by
+// asking the core (GET /v1/transfers/{guid}), reaches the answer src gives:
+// a posted transfer is found (DONE 0000); a transfer never sent is not
+// (FAILED E902); an unknown result stays a matter of inquiry (E901). A
+// refusal or a core error (B2xx, E500: DONE, not posted) is not found
+// either, so resolve would record FAILED E902 and reprocess would send the
+// transfer again — possibly posting what the channel was told was refused.
+// Such an answer may go out only once its row is recorded.
+func settledAlike(src generated.Source) bool {
+	return src == generated.SourceHTTP200 || ledger.State(src.LedgerState()) != ledger.StateDone
 }
 
 // finish records an owned request's outcome. It runs even while the server

@@ -100,6 +100,7 @@ type envConfig struct {
 	core           http.Handler // nil: none started (coreURL must be set)
 	coreURL        string
 	ledger         bool
+	ledgerOpts     []ledger.Option
 	timeout        time.Duration
 	connectTimeout time.Duration
 	dial           corecall.DialFunc
@@ -131,7 +132,7 @@ func startEnv(t *testing.T, cfg envConfig) *env {
 
 	var led Ledger
 	if cfg.ledger {
-		e.led, err = ledger.Open(filepath.Join(t.TempDir(), "relay.db"))
+		e.led, err = ledger.Open(filepath.Join(t.TempDir(), "relay.db"), cfg.ledgerOpts...)
 		assert.NilError(t, err)
 		t.Cleanup(func() { e.led.Close() })
 		led = e.led

@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
+	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 )
@@ -600,6 +602,67 @@ func TestLedgerFinishErrorStillAnswersTheOutcome(t *testing.T) {
 	assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
 	assert.Equal(t, <-bl.finished, string(generated.RspHTTP200))
 	assert.Assert(t, strings.Contains(e.log.String(), "row stays SENT"))
+}
+
+// holdWriteLock takes the ledger file's write lock from a connection of
+// its own, as another process can (a batch command, sqlite3 in a shell),
+// and holds it until release is called.
+func holdWriteLock(t *testing.T, path string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+path+"?_txlock=immediate&_busy_timeout=5000")
+	assert.NilError(t, err)
+	tx, err := db.Begin() // BEGIN IMMEDIATE: the write lock, now
+	assert.NilError(t, err)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			tx.Rollback()
+			db.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// TestOutcomeNotRecorded: the core answers while another connection holds
+// the ledger's write lock past the busy timeout, so the outcome cannot be
+// recorded and the row stays SENT for resolve --stale-sent. The channel
+// gets the core's answer when resolve's inquiry will agree with it (a
+// posted transfer is found), and E901 when it would not (a refusal or core
+// error is not found either: resolve would make the row FAILED E902 and
+// reprocess would send the transfer again).
+func TestOutcomeNotRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		core http.Handler
+		want generated.RspCode
+	}{
+		{"posted", simCore(0), generated.RspHTTP200},
+		{"refused", reply(422, `{"result":"INSUFFICIENT_FUNDS"}`), generated.RspReadTimeout},
+		{"core error", reply(500, ``), generated.RspReadTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGate(tc.core)
+			e := startEnv(t, envConfig{core: g, ledger: true, ledgerOpts: []ledger.Option{ledger.WithBusyTimeout(50 * time.Millisecond)}})
+			guid := newGUID()
+			c := e.dial()
+			_, err := c.Write(transferFrame(t, guid))
+			assert.NilError(t, err)
+
+			g.waitArrival(t) // claimed: the row is SENT
+			release := holdWriteLock(t, e.led.Path())
+			g.open()
+			a := e.read(c)
+			release()
+
+			assert.Equal(t, a.code(), string(tc.want))
+			assert.Equal(t, e.row(guid).State, ledger.StateSent)
+			assert.Assert(t, strings.Contains(e.log.String(), "outcome not recorded; row stays SENT"))
+			if sim, ok := tc.core.(*coresim.Server); ok {
+				assert.Equal(t, sim.PostCount(guid), 1)
+			}
+		})
+	}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
