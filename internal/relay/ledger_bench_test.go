@@ -1,104 +1,143 @@
 package relay
 
 import (
+	"flag"
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"lhrelay/internal/ledger"
 )
 
+var benchRounds = flag.Int("bench-rounds", 1,
+	"BenchmarkLedgerRelay: how many times to run the direct, relay and ledger legs, one after another, at each concurrency")
+
 // BenchmarkLedgerRelay measures what the durable ledger costs: the same
 // BKTR0001 transfers sent straight to the core over HTTP (direct), through
 // the relay without a ledger (relay), and through the relay with a ledger
 // file in b.TempDir() (ledger: WAL, synchronous=FULL, group commit), at
-// concurrency 1, 16 and 64. Every mode gets a fresh in-process core and
-// GUIDs never seen before (the ledger needs them unique; the others get
-// them too, so the core does the same work in every mode).
+// concurrency 1, 16 and 64. Every leg gets a fresh core (see benchCore and
+// -bench-core for where it runs) and GUIDs never seen before (the ledger
+// needs them unique; the others get them too, so the core does the same
+// work in every leg).
 //
-// Each sub-benchmark reports tx/s, p50/p99 latency and the process's CPU use
-// (cpu-%: user+system time over wall time × GOMAXPROCS; the core, the relay
-// and the channels all run in this process, so 100 means CPU-bound); the
-// ledger mode also reports commits/tx, the ledger's group commits (one
-// fsync of the WAL each) per transfer: 2 would mean no grouping (a claim
-// and an outcome per transfer). The parent logs the ledger/direct
-// throughput ratio (shown with -v).
+// Each sub-benchmark reports tx/s, p50/p99 latency, cpu-µs/tx (CPU time
+// per transfer of the benchmark process and the core's process together:
+// channels, relay, ledger and core) and cpu-% (that CPU time over wall time
+// × the machine's CPUs: 100 means CPU-bound). The ledger leg also reports
+// commits/tx, the ledger's group commits (one fsync of the WAL each) per
+// transfer: 2 would mean no grouping (a claim and an outcome per
+// transfer). The parent logs, per concurrency, the ledger/direct
+// throughput ratio of each round and their median (shown with -v).
 //
 // Target: at concurrency 64 the relay with its ledger keeps at least 40% of
 // direct throughput.
 //
-//	go test -run '^$' -bench LedgerRelay -benchtime 2s -v ./internal/relay/
+//	go test -run '^$' -bench LedgerRelay -benchtime 2s -v ./internal/relay/ -bench-rounds 5
 //
-// Everything shares the machine's CPUs, so run it on a quiet machine: the
-// cpu-% of the direct runs (about 95 at concurrency 64 when nothing else
-// runs) shows whether something else took CPU time.
+// The legs of one round run one after another, so a ratio compares
+// neighbours in time; on a shared machine whose speed drifts, the median of
+// several rounds says more than any one. -bench-core inprocess runs the core
+// in this process instead.
 func BenchmarkLedgerRelay(b *testing.B) {
 	var seq atomic.Uint64 // GUIDs unique across the whole run
 	nextGUID := func() uint64 { return seq.Add(1) }
 	concs := []int{1, 16, 64}
 	modes := []string{"direct", "relay", "ledger"}
+	rounds := max(*benchRounds, 1)
 	results := map[string]benchResult{}
+	key := func(mode string, conc, round int) string {
+		if rounds == 1 {
+			return fmt.Sprintf("%s/c%d", mode, conc)
+		}
+		return fmt.Sprintf("%s/c%d/r%d", mode, conc, round)
+	}
 
 	for _, conc := range concs {
-		for _, mode := range modes {
-			name := fmt.Sprintf("%s/c%d", mode, conc)
-			b.Run(name, func(b *testing.B) {
-				core := benchCore(b)
-				client := benchClient(b, core.URL, conc)
-				var workers func(int) func() error
-				var led *ledger.Ledger
-				switch mode {
-				case "direct":
-					workers = directWorkers(client, nextGUID)
-				case "relay":
-					workers = relayWorkers(b, startBenchRelay(b, client, conc, nil), nextGUID)
-				case "ledger":
-					var err error
-					led, err = ledger.Open(filepath.Join(b.TempDir(), "relay.db"))
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.Cleanup(func() { led.Close() }) // after the relay's Close (cleanups run last first)
-					workers = relayWorkers(b, startBenchRelay(b, client, conc, led), nextGUID)
-				}
-				var commits0 uint64
-				if led != nil {
-					commits0 = led.Commits()
-				}
-				cpu0, wall0 := cpuTime(), time.Now()
-				r := runLoad(b, conc, workers)
-				cpu, wall := cpuTime()-cpu0, time.Since(wall0)
-				r.cpu = 100 * cpu.Seconds() / (wall.Seconds() * float64(runtime.GOMAXPROCS(0)))
-				b.ReportMetric(r.cpu, "cpu-%")
-				if led != nil {
-					r.commitsPerTx = float64(led.Commits()-commits0) / float64(b.N)
-					b.ReportMetric(r.commitsPerTx, "commits/tx")
-				}
-				results[name] = r
-			})
+		for round := 1; round <= rounds; round++ {
+			for _, mode := range modes {
+				name := key(mode, conc, round)
+				b.Run(name, func(b *testing.B) {
+					results[name] = runLedgerLeg(b, mode, conc, nextGUID)
+				})
+			}
 		}
 	}
 
 	for _, conc := range concs {
-		d, r, l := results[fmt.Sprintf("direct/c%d", conc)], results[fmt.Sprintf("relay/c%d", conc)], results[fmt.Sprintf("ledger/c%d", conc)]
-		if d.txps == 0 || r.txps == 0 || l.txps == 0 {
-			continue // a filtered run
+		var ratios []float64
+		for round := 1; round <= rounds; round++ {
+			d, r, l := results[key("direct", conc, round)], results[key("relay", conc, round)], results[key("ledger", conc, round)]
+			if d.txps == 0 || r.txps == 0 || l.txps == 0 {
+				continue // a filtered run
+			}
+			ratios = append(ratios, 100*l.txps/d.txps)
+			b.Logf("concurrency %2d round %d: direct %6.0f tx/s p99 %8v %4.0f cpu-µs/tx | relay %6.0f tx/s p99 %8v %4.0f cpu-µs/tx (%3.0f%%) | ledger %6.0f tx/s p99 %8v %4.0f cpu-µs/tx (%3.0f%% of direct), %.3f commits/tx, %.0f commits/s, cpu %.0f%%",
+				conc, round,
+				d.txps, d.p99, micros(d.cpuPerTx),
+				r.txps, r.p99, micros(r.cpuPerTx), 100*r.txps/d.txps,
+				l.txps, l.p99, micros(l.cpuPerTx), 100*l.txps/d.txps,
+				l.commitsPerTx, l.commitsPerTx*l.txps, l.cpu)
 		}
-		b.Logf("concurrency %2d: direct %6.0f tx/s p99 %8v | relay %6.0f tx/s p99 %8v (%3.0f%%) | ledger %6.0f tx/s p99 %8v (%3.0f%% of direct), %.3f commits/tx, %.0f commits/s, cpu %.0f%%",
-			conc, d.txps, d.p99, r.txps, r.p99, 100*r.txps/d.txps,
-			l.txps, l.p99, 100*l.txps/d.txps, l.commitsPerTx, l.commitsPerTx*l.txps, l.cpu)
+		if len(ratios) > 1 {
+			slices.Sort(ratios)
+			b.Logf("concurrency %2d: ledger/direct over %d rounds: median %.0f%% (min %.0f%%, max %.0f%%)",
+				conc, len(ratios), median(ratios), ratios[0], ratios[len(ratios)-1])
+		}
 	}
 }
 
-// cpuTime is the user and system CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+// runLedgerLeg runs one leg of BenchmarkLedgerRelay: b.N transfers at
+// concurrency conc, straight to a fresh core (direct) or through a relay
+// without (relay) or with (ledger) a fresh ledger file.
+func runLedgerLeg(b *testing.B, mode string, conc int, nextGUID func() uint64) benchResult {
+	core := benchCore(b)
+	client := benchClient(b, core.URL, conc)
+	var workers func(int) func() error
+	var led *ledger.Ledger
+	switch mode {
+	case "direct":
+		workers = directWorkers(client, nextGUID)
+	case "relay":
+		workers = relayWorkers(b, startBenchRelay(b, client, conc, nil), nextGUID)
+	case "ledger":
+		var err error
+		led, err = ledger.Open(filepath.Join(b.TempDir(), "relay.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { led.Close() }) // after the relay's Close (cleanups run last first)
+		workers = relayWorkers(b, startBenchRelay(b, client, conc, led), nextGUID)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	var commits0 uint64
+	if led != nil {
+		commits0 = led.Commits()
+	}
+	cpu0, wall0 := processCPU()+core.cpu(), time.Now()
+	r := runLoad(b, conc, workers)
+	cpu, wall := processCPU()+core.cpu()-cpu0, time.Since(wall0)
+	r.cpuPerTx = cpu / time.Duration(b.N)
+	r.cpu = 100 * cpu.Seconds() / (wall.Seconds() * float64(runtime.NumCPU()))
+	b.ReportMetric(micros(r.cpuPerTx), "cpu-µs/tx")
+	b.ReportMetric(r.cpu, "cpu-%")
+	if led != nil {
+		r.commitsPerTx = float64(led.Commits()-commits0) / float64(b.N)
+		b.ReportMetric(r.commitsPerTx, "commits/tx")
+	}
+	return r
+}
+
+func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// median of sorted values.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
