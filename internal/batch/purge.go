@@ -30,12 +30,12 @@ func Purge(ctx context.Context, l *ledger.Ledger, cfg PurgeConfig) (*Summary, er
 		// PurgeDone deletes updated_at < before at whole seconds; List
 		// selects updated_at <= its bound, so one second less lists the
 		// same rows.
-		rows, err := l.List(ctx, ledger.Filter{States: []ledger.State{ledger.StateDone}, UpdatedBefore: before.Add(-time.Second)})
+		err := l.Scan(ctx, ledger.Filter{States: []ledger.State{ledger.StateDone}, UpdatedBefore: before.Add(-time.Second)}, func(r ledger.Row) error {
+			_, err := fmt.Fprintf(cfg.Out, "would delete %s %s %s updated %s UTC\n", r.GUID, r.TxCode, r.RspCode, r.UpdatedAt.UTC().Format(time.DateTime))
+			return err
+		})
 		if err != nil {
 			return s, fmt.Errorf("purge: list: %w", err)
-		}
-		for _, r := range rows {
-			fmt.Fprintf(cfg.Out, "would delete %s %s %s updated %s UTC\n", r.GUID, r.TxCode, r.RspCode, r.UpdatedAt.UTC().Format(time.DateTime))
 		}
 	}
 	n, err := l.PurgeDone(ctx, before, cfg.DryRun)

@@ -42,34 +42,42 @@ func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rows, err := l.List(ctx, ledger.Filter{
+	f := ledger.Filter{
 		States:      []ledger.State{ledger.StateFailed},
 		RspCode:     string(generated.SourceConnectFail.Code()),
 		MaxAttempts: cfg.MaxAttempts,
-	})
-	if err != nil {
-		return s, fmt.Errorf("reprocess: select FAILED rows: %w", err)
 	}
-	s.AddN("selected", len(rows))
+	seen := map[string]struct{}{}
 	if cfg.DryRun {
-		for _, r := range rows {
+		err := scanOnce(ctx, l, f, seen, func(r ledger.Row) error {
+			s.Add("selected")
 			fmt.Fprintf(cfg.Out, "would resend %s %s (attempt %d of at most %d)\n", r.GUID, r.TxCode, r.Attempts+1, cfg.MaxAttempts-1)
+			return nil
+		})
+		if err != nil {
+			return s, fmt.Errorf("reprocess: %w", err)
 		}
 		return s, nil
 	}
-	p := NewProgress(cfg.Progress, "reprocess", len(rows))
+	total, err := countAll(ctx, l, f)
+	if err != nil {
+		return s, fmt.Errorf("reprocess: %w", err)
+	}
+	p := NewProgress(cfg.Progress, "reprocess", total)
 	defer p.Finish()
-	for _, row := range rows {
-		if err := ctx.Err(); err != nil {
-			return s, fmt.Errorf("reprocess: stopped: %w", err)
-		}
+	err = scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
+		s.Add("selected")
 		outcome, err := resendRow(ctx, l, core, row, cfg)
 		s.Add(outcome)
 		p.Step()
 		if err != nil {
-			return s, fmt.Errorf("reprocess: %s: %w", row.GUID, err)
+			return fmt.Errorf("%s: %w", row.GUID, err)
 		}
 		log.Info("row resent", "guid", row.GUID, "outcome", outcome)
+		return nil
+	})
+	if err != nil {
+		return s, fmt.Errorf("reprocess: %w", err)
 	}
 	if s.Count(string(generated.SourceConnectFail.Code())) > 0 {
 		return s, ErrCoreUnreachable

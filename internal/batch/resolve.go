@@ -47,34 +47,35 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rows, err := l.List(ctx, ledger.Filter{States: []ledger.State{ledger.StateUnknown}, UpdatedBefore: cfg.Now.Add(-cfg.MinAge)})
-	if err != nil {
-		return s, fmt.Errorf("resolve: select UNKNOWN rows: %w", err)
-	}
+	selections := []ledger.Filter{{States: []ledger.State{ledger.StateUnknown}, UpdatedBefore: cfg.Now.Add(-cfg.MinAge)}}
 	if cfg.StaleSent > 0 {
-		sent, err := l.List(ctx, ledger.Filter{States: []ledger.State{ledger.StateSent}, UpdatedBefore: cfg.Now.Add(-cfg.StaleSent)})
-		if err != nil {
-			return s, fmt.Errorf("resolve: select stale SENT rows: %w", err)
-		}
-		rows = append(rows, sent...)
+		selections = append(selections, ledger.Filter{States: []ledger.State{ledger.StateSent}, UpdatedBefore: cfg.Now.Add(-cfg.StaleSent)})
 	}
-	s.AddN("selected", len(rows))
-	p := NewProgress(cfg.Progress, "resolve", len(rows))
+	total, err := countAll(ctx, l, selections...)
+	if err != nil {
+		return s, fmt.Errorf("resolve: %w", err)
+	}
+	p := NewProgress(cfg.Progress, "resolve", total)
 	defer p.Finish()
-	for _, row := range rows {
-		if err := ctx.Err(); err != nil {
-			return s, fmt.Errorf("resolve: stopped: %w", err)
-		}
-		outcome, err := resolveRow(ctx, l, core, row, cfg.Now)
-		s.Add(outcome)
-		p.Step()
-		switch {
-		case outcome == "unreachable":
-			log.Warn("core lookup failed; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
-		case err != nil:
-			return s, fmt.Errorf("resolve: %s: %w", row.GUID, err)
-		default:
-			log.Info("row settled", "guid", row.GUID, "from", row.State, "outcome", outcome)
+	seen := map[string]struct{}{}
+	for _, f := range selections {
+		err := scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
+			s.Add("selected")
+			outcome, err := resolveRow(ctx, l, core, row, cfg.Now)
+			s.Add(outcome)
+			p.Step()
+			switch {
+			case outcome == "unreachable":
+				log.Warn("core lookup failed; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
+			case err != nil:
+				return fmt.Errorf("%s: %w", row.GUID, err)
+			default:
+				log.Info("row settled", "guid", row.GUID, "from", row.State, "outcome", outcome)
+			}
+			return nil
+		})
+		if err != nil {
+			return s, fmt.Errorf("resolve: %w", err)
 		}
 	}
 	if s.Count("unreachable") > 0 {

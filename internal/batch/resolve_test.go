@@ -211,6 +211,26 @@ func TestReprocessCoreStillUnreachable(t *testing.T) {
 	assert.Equal(t, r.Attempts, 2)
 }
 
+// TestReprocessOnePassOverManyPages: with more rows than one ledger.Scan
+// page (256), a resend that fails again makes its row FAILED E902 with a
+// new updated_at, so it matches again in a later page; it is for the next
+// run, and each row is sent once.
+func TestReprocessOnePassOverManyPages(t *testing.T) {
+	tl := newTestLedger(t)
+	const rows = 300
+	guids := make([]string, rows)
+	for i := range guids {
+		guids[i] = tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+	}
+	s, err := Reprocess(context.Background(), tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+	assert.ErrorIs(t, err, ErrCoreUnreachable)
+	assert.Equal(t, s.Count("selected"), rows)
+	assert.Equal(t, s.Count(string(generated.RspConnectFail)), rows)
+	for _, g := range guids {
+		assert.Equal(t, tl.row(g).Attempts, 2, g)
+	}
+}
+
 func TestReprocessSkipsRowTakenByRelay(t *testing.T) {
 	tl := newTestLedger(t)
 	c := newCore(t)

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -194,4 +196,66 @@ func TestStats(t *testing.T) {
 	})
 	assert.Equal(t, st.OldestUnknown, now.Add(-2*time.Hour))
 	assert.Equal(t, st.OldestSent, now.Add(-3*time.Minute))
+}
+
+// TestScanPages: Scan reads page after page (three rows a page here) and
+// yields every selected row once, in order, even when many rows share one
+// updated_at second or have none; Limit, Count and a stopping fn hold; and
+// no read snapshot is open while fn runs (a checkpoint can truncate the
+// WAL).
+func TestScanPages(t *testing.T) {
+	defer func(n int) { scanPageSize = n }(scanPageSize)
+	scanPageSize = 3
+	ctx := context.Background()
+	l := newLedger(t)
+	db := rawDB(t, l.Path())
+	// 10 DONE rows in one second, 2 with NULL updated_at, 5 UNKNOWN.
+	_, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 17)
+INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
+SELECT printf('%032x', i), 'BKTR0001', CASE WHEN i <= 12 THEN 'DONE' ELSE 'UNKNOWN' END, '0000', x'00', x'00', 1,
+       CASE WHEN i IN (4, 9) THEN NULL ELSE '2026-11-29 10:00:00' END FROM n`)
+	assert.NilError(t, err)
+	g := func(i int) string { return fmt.Sprintf("%032x", i) }
+	done := Filter{States: []State{StateDone}}
+
+	var got []string
+	assert.NilError(t, l.Scan(ctx, done, func(r Row) error {
+		var busy, logFrames, checkpointed int
+		assert.NilError(t, db.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &checkpointed))
+		assert.Equal(t, busy, 0, "a read snapshot is open during fn")
+		got = append(got, r.GUID)
+		return nil
+	}))
+	assert.DeepEqual(t, got, []string{g(4), g(9), g(1), g(2), g(3), g(5), g(6), g(7), g(8), g(10), g(11), g(12)})
+	n, err := l.Count(ctx, done)
+	assert.NilError(t, err)
+	assert.Equal(t, n, 12)
+
+	rows, err := l.List(ctx, Filter{States: []State{StateDone}, Limit: 7})
+	assert.NilError(t, err)
+	assert.DeepEqual(t, guidsOf(rows), got[:7])
+
+	stop := errors.New("stop")
+	calls := 0
+	err = l.Scan(ctx, done, func(Row) error {
+		calls++
+		if calls == 4 {
+			return stop
+		}
+		return nil
+	})
+	assert.Equal(t, err, stop)
+	assert.Equal(t, calls, 4)
+
+	// A row that leaves the selection before its page is read is not
+	// yielded.
+	got = got[:0]
+	assert.NilError(t, l.Scan(ctx, done, func(r Row) error {
+		if r.GUID == g(1) {
+			assert.NilError(t, l.Transition(ctx, g(11), StateDone, StateFailed, codeNoConnect, nil))
+		}
+		got = append(got, r.GUID)
+		return nil
+	}))
+	assert.DeepEqual(t, got, []string{g(4), g(9), g(1), g(2), g(3), g(5), g(6), g(7), g(8), g(10), g(12)})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 const sqlRowColumns = `guid, tx_code, state, rsp_code, request, response, attempts, updated_at`
@@ -53,22 +54,132 @@ func (l *Ledger) Get(ctx context.Context, guid string) (Row, error) {
 	return r, nil
 }
 
+// scanPageSize is how many rows Scan reads per query (a variable so that
+// tests can make pages small).
+var scanPageSize = 256
+
 // List returns the rows f selects, ordered by updated_at then guid (oldest
 // first, so a batch command that stops early has handled the longest
-// waiting rows). See Filter for the boundaries.
+// waiting rows). See Filter for the boundaries. It holds every row in
+// memory: set f.Limit, or use Scan, for a selection that may be large.
 func (l *Ledger) List(ctx context.Context, f Filter) ([]Row, error) {
-	if l.isClosed.Load() {
-		return nil, fmt.Errorf("ledger: list: %w", ErrClosed)
+	var out []Row
+	err := l.Scan(ctx, f, func(r Row) error {
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	var (
-		where []string
-		args  []any
-	)
+	return out, nil
+}
+
+// Scan calls fn with each row f selects, in List's order, reading
+// scanPageSize rows per query and calling fn only between queries. So a
+// scan of millions of rows holds one page in memory, and no read snapshot
+// stays open while fn works (a long-lived reader would stop checkpoints
+// from recycling the WAL, which would then grow for as long as it lasts).
+//
+// Each page starts after the last row of the one before it, by (updated_at,
+// guid). A row changed during the scan is seen as it is when its page is
+// read: one that no longer matches f is not yielded; one whose updated_at
+// moved past the cursor and still matches f is yielded again. An error
+// from fn stops the scan and is returned as it is.
+func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
+	if l.isClosed.Load() {
+		return fmt.Errorf("ledger: list: %w", ErrClosed)
+	}
+	where, args, err := f.clauses()
+	if err != nil {
+		return fmt.Errorf("ledger: list: %w", err)
+	}
+	// Pages are read in key order through the (state, updated_at) index;
+	// COALESCE keeps a row whose updated_at is NULL (none of ours, but the
+	// column allows it) in the order and behind the cursor.
+	const key = "COALESCE(updated_at, '')"
+	left := f.Limit
+	var last *Row
+	page := make([]Row, 0, scanPageSize)
+	for {
+		n := scanPageSize
+		if f.Limit > 0 {
+			if left <= 0 {
+				return nil
+			}
+			n = min(n, left)
+		}
+		w, a := where, args
+		if last != nil {
+			w = append(w[:len(w):len(w)], "("+key+", guid) > (?, ?)")
+			a = append(a[:len(a):len(a)], formatNullableTime(last.UpdatedAt), last.GUID)
+		}
+		q := `SELECT ` + sqlRowColumns + ` FROM tx`
+		if len(w) > 0 {
+			q += " WHERE " + strings.Join(w, " AND ")
+		}
+		q += " ORDER BY " + key + ", guid LIMIT ?"
+		page, err = l.readPage(ctx, page[:0], q, append(a, n)...)
+		if err != nil {
+			return fmt.Errorf("ledger: list: %w", err)
+		}
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(page) < n {
+			return nil
+		}
+		left -= len(page)
+		last = &page[len(page)-1]
+	}
+}
+
+// readPage runs one page query and returns its rows, the result set closed.
+func (l *Ledger) readPage(ctx context.Context, page []Row, q string, args ...any) ([]Row, error) {
+	rows, err := l.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return page, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return page, err
+		}
+		page = append(page, r)
+	}
+	return page, rows.Err()
+}
+
+// Count returns how many rows f selects (Limit ignored), for a progress
+// bar's total before a Scan.
+func (l *Ledger) Count(ctx context.Context, f Filter) (int, error) {
+	if l.isClosed.Load() {
+		return 0, fmt.Errorf("ledger: count: %w", ErrClosed)
+	}
+	where, args, err := f.clauses()
+	if err != nil {
+		return 0, fmt.Errorf("ledger: count: %w", err)
+	}
+	q := `SELECT COUNT(*) FROM tx`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	var n int
+	if err := l.rdb.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger: count: %w", err)
+	}
+	return n, nil
+}
+
+// clauses turns f into SQL conditions and their arguments.
+func (f Filter) clauses() (where []string, args []any, err error) {
 	if len(f.States) > 0 {
 		marks := make([]string, len(f.States))
 		for i, s := range f.States {
 			if !s.Valid() {
-				return nil, fmt.Errorf("ledger: list: invalid state %q", s)
+				return nil, nil, fmt.Errorf("invalid state %q", s)
 			}
 			marks[i] = "?"
 			args = append(args, string(s))
@@ -87,33 +198,16 @@ func (l *Ledger) List(ctx context.Context, f Filter) ([]Row, error) {
 		where = append(where, "COALESCE(attempts, 0) < ?")
 		args = append(args, f.MaxAttempts)
 	}
-	q := `SELECT ` + sqlRowColumns + ` FROM tx`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY updated_at, guid"
-	if f.Limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
+	return where, args, nil
+}
 
-	rows, err := l.rdb.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: list: %w", err)
+// formatNullableTime is the text Scan's cursor compares with: a row read
+// with a NULL updated_at has the zero time and sorts as the empty string.
+func formatNullableTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
 	}
-	defer rows.Close()
-	var out []Row
-	for rows.Next() {
-		r, err := scanRow(rows)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: list: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger: list: %w", err)
-	}
-	return out, nil
+	return formatTime(t)
 }
 
 // Stats counts rows by state and by (state, rsp_code), and finds the oldest
