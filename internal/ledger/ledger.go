@@ -56,6 +56,15 @@
 // success. There is no timer: while one batch is being fsynced the next one
 // queues up, so batches grow with load and a lone request is not delayed.
 //
+// After replying to a batch the writer yields its processor
+// (runtime.Gosched) before starting the next. The callers it woke are queued
+// on its processor, and a goroutine in a cgo call keeps its processor; so
+// without the yield they would wait there while the writer executes the next
+// batch in SQLite. Measured with the relay at 256 channels (core in its own
+// process): 11.4k instead of 9.0k transfers a second, half the commits per
+// transfer; ledger alone at 16 channels 21k instead of 14.7k; at 64
+// channels both within noise.
+//
 // Operations run without savepoints, because none can leave half its work
 // behind: each makes at most one write, as its last statement, and SQLite
 // statements are atomic. A refusal (a conditional UPDATE that matched no
