@@ -624,6 +624,27 @@ func holdWriteLock(t *testing.T, path string) (release func()) {
 	return release
 }
 
+// TestLedgerLockedAtClaim: another connection holds the ledger's write
+// lock past the busy timeout when a frame arrives. The claim cannot commit,
+// so nothing is sent and the answer is E902; once the lock is gone, a
+// resend with the same GUID goes through, once.
+func TestLedgerLockedAtClaim(t *testing.T) {
+	sim := simCore(0)
+	core := &counting{h: sim}
+	e := startEnv(t, envConfig{core: core, ledger: true, ledgerOpts: []ledger.Option{ledger.WithBusyTimeout(50 * time.Millisecond)}})
+	guid := newGUID()
+	release := holdWriteLock(t, e.led.Path())
+	assert.Equal(t, e.roundTrip(transferFrame(t, guid)).code(), string(generated.RspConnectFail))
+	release()
+	assert.Equal(t, core.calls.Load(), int64(0))
+	e.noRow(guid)
+	assert.Assert(t, strings.Contains(e.log.String(), "ledger claim failed"))
+
+	assert.Equal(t, e.roundTrip(transferFrame(t, guid)).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.row(guid).State, ledger.StateDone)
+	assert.Equal(t, sim.PostCount(guid), 1)
+}
+
 // TestOutcomeNotRecorded: the core answers while another connection holds
 // the ledger's write lock past the busy timeout, so the outcome cannot be
 // recorded and the row stays SENT for resolve --stale-sent. The channel
