@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 )
 
 const sqlRowColumns = `guid, tx_code, state, rsp_code, request, response, attempts, updated_at`
@@ -81,10 +80,14 @@ func (l *Ledger) List(ctx context.Context, f Filter) ([]Row, error) {
 // from recycling the WAL, which would then grow for as long as it lasts).
 //
 // Each page starts after the last row of the one before it, by (updated_at,
-// guid). A row changed during the scan is seen as it is when its page is
-// read: one that no longer matches f is not yielded; one whose updated_at
-// moved past the cursor and still matches f is yielded again. An error
-// from fn stops the scan and is returned as it is.
+// guid). With one state in f (as every batch command has) a page is a range
+// of the (state, updated_at) index, however many rows match; with several
+// states or none, each page sorts the whole selection, so set a Limit.
+//
+// A row changed during the scan is seen as it is when its page is read: one
+// that no longer matches f is not yielded; one whose updated_at moved past
+// the cursor and still matches f is yielded again. An error from fn stops
+// the scan and is returned as it is.
 func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
 	if l.isClosed.Load() {
 		return fmt.Errorf("ledger: list: %w", ErrClosed)
@@ -93,46 +96,63 @@ func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
 	if err != nil {
 		return fmt.Errorf("ledger: list: %w", err)
 	}
-	// Pages are read in key order through the (state, updated_at) index;
-	// COALESCE keeps a row whose updated_at is NULL (none of ours, but the
-	// column allows it) in the order and behind the cursor.
-	const key = "COALESCE(updated_at, '')"
 	left := f.Limit
-	var last *Row
 	page := make([]Row, 0, scanPageSize)
-	for {
-		n := scanPageSize
-		if f.Limit > 0 {
-			if left <= 0 {
-				return nil
+	for _, ph := range scanPhases {
+		var after []any // the cursor: nil before the phase's first page
+		for {
+			n := scanPageSize
+			if f.Limit > 0 {
+				if left <= 0 {
+					return nil
+				}
+				n = min(n, left)
 			}
-			n = min(n, left)
-		}
-		w, a := where, args
-		if last != nil {
-			w = append(w[:len(w):len(w)], "("+key+", guid) > (?, ?)")
-			a = append(a[:len(a):len(a)], formatNullableTime(last.UpdatedAt), last.GUID)
-		}
-		q := `SELECT ` + sqlRowColumns + ` FROM tx`
-		if len(w) > 0 {
-			q += " WHERE " + strings.Join(w, " AND ")
-		}
-		q += " ORDER BY " + key + ", guid LIMIT ?"
-		page, err = l.readPage(ctx, page[:0], q, append(a, n)...)
-		if err != nil {
-			return fmt.Errorf("ledger: list: %w", err)
-		}
-		for _, r := range page {
-			if err := fn(r); err != nil {
-				return err
+			a := append(args[:len(args):len(args)], after...)
+			page, err = l.readPage(ctx, page[:0], ph.query(where, after != nil), append(a, n)...)
+			if err != nil {
+				return fmt.Errorf("ledger: list: %w", err)
 			}
+			for _, r := range page {
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+			left -= len(page)
+			if len(page) < n {
+				break
+			}
+			after = ph.cursor(page[len(page)-1])
 		}
-		if len(page) < n {
-			return nil
-		}
-		left -= len(page)
-		last = &page[len(page)-1]
 	}
+	return nil
+}
+
+// scanPhases are Scan's two passes. Rows with a NULL updated_at (none of
+// ours, but the column allows it) sort first, and a row-value comparison
+// with NULL is never true: they get pages of their own, by guid, before the
+// dated rows. The keys stay bare columns so that the (state, updated_at)
+// index serves both the range and the order (TestScanUsesTheIndex).
+var scanPhases = []scanPhase{
+	{"updated_at IS NULL", "guid > ?", "guid", func(r Row) []any { return []any{r.GUID} }},
+	{"updated_at IS NOT NULL", "(updated_at, guid) > (?, ?)", "updated_at, guid", func(r Row) []any { return []any{formatTime(r.UpdatedAt), r.GUID} }},
+}
+
+type scanPhase struct {
+	cond   string          // the rows of this phase
+	after  string          // rows after the cursor
+	order  string          // the page order
+	cursor func(Row) []any // the cursor's arguments, from a page's last row
+}
+
+// query is the phase's page query for a filter's conditions: its arguments
+// are the filter's, then the cursor's (withCursor), then the page size.
+func (ph scanPhase) query(where []string, withCursor bool) string {
+	w := append(where[:len(where):len(where)], ph.cond)
+	if withCursor {
+		w = append(w, ph.after)
+	}
+	return `SELECT ` + sqlRowColumns + ` FROM tx WHERE ` + strings.Join(w, " AND ") + ` ORDER BY ` + ph.order + ` LIMIT ?`
 }
 
 // readPage runs one page query and returns its rows, the result set closed.
@@ -199,15 +219,6 @@ func (f Filter) clauses() (where []string, args []any, err error) {
 		args = append(args, f.MaxAttempts)
 	}
 	return where, args, nil
-}
-
-// formatNullableTime is the text Scan's cursor compares with: a row read
-// with a NULL updated_at has the zero time and sorts as the empty string.
-func formatNullableTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return formatTime(t)
 }
 
 // Stats counts rows by state and by (state, rsp_code), and finds the oldest
