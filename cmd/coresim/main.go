@@ -68,20 +68,16 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
 		return o, err
 	}
-	if *port < 0 || *port > 65535 {
-		return o, fmt.Errorf("--port %d: want 0-65535", *port)
-	}
-	if o.limit <= 0 {
-		return o, fmt.Errorf("--limit %d: want a positive amount", o.limit)
-	}
 	portSet := false
 	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" })
-
 	addr, err := cliflag.ListenAddr(*listen, *port, portSet)
 	if err != nil {
 		return o, err
 	}
 	o.addr = addr
+	if o.limit <= 0 {
+		return o, fmt.Errorf("--limit %d: want a positive amount", o.limit)
+	}
 	return o, nil
 }
 

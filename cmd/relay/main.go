@@ -112,9 +112,6 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
 		return o, err
 	}
-	if *port < 0 || *port > 65535 {
-		return o, fmt.Errorf("--port %d: want 0-65535", *port)
-	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	addr, err := cliflag.ListenAddr(*listen, *port, set["port"])

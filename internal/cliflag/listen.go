@@ -11,7 +11,11 @@ import (
 // ListenAddr combines a --listen value and a --port value into host:port.
 // --listen may carry its own port, but then --port must not be given too:
 // two ports is a mistake to report, not a precedence rule to remember.
+// --port must be 0-65535 (0: the system picks a free one).
 func ListenAddr(listen string, port int, portSet bool) (string, error) {
+	if port < 0 || port > 65535 {
+		return "", fmt.Errorf("--port %d: want 0-65535", port)
+	}
 	if listen == "" {
 		return "", errors.New("--listen: empty address")
 	}

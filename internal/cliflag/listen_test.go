@@ -24,6 +24,8 @@ func TestListenAddr(t *testing.T) {
 		{"127.0.0.1:9300", 9200, true, "", "--port is given too"},
 		{"127.0.0.1:http", 9200, false, "", "bad port"},
 		{"", 9200, false, "", "empty address"},
+		{"127.0.0.1", 65536, true, "", "--port 65536: want 0-65535"},
+		{"127.0.0.1", -1, true, "", "--port -1: want 0-65535"},
 	} {
 		got, err := ListenAddr(tc.listen, tc.port, tc.portSet)
 		if tc.err != "" {
