@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
-	"net"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,11 +11,8 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
-	"lhrelay/internal/testutil"
-	"lhrelay/internal/wire"
 )
 
 func TestParseArgsErrors(t *testing.T) {
@@ -85,49 +79,17 @@ func TestOpenLedgerFailureIsExit1(t *testing.T) {
 // TestRunServesAndStops runs the command against a simulated core, sends a
 // transfer, and stops it as SIGTERM would.
 func TestRunServesAndStops(t *testing.T) {
-	core := httptest.NewServer(coresim.New(coresim.Config{}))
-	defer core.Close()
-	db := filepath.Join(t.TempDir(), "relay.db")
-
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	outR, outW := io.Pipe()
-	var stderr testutil.SyncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"--port", "0", "--core", core.URL, "--db", db, "--timeout", "1", "--log-format", "json"}, outW, &stderr)
-		outW.Close()
-	}()
-	lines := bufio.NewScanner(outR)
-	assert.Assert(t, lines.Scan(), "no listening line; stderr:\n%s", stderr.String())
-	addr, ok := strings.CutPrefix(lines.Text(), "relay listening on ")
-	assert.Assert(t, ok, lines.Text())
-	go io.Copy(io.Discard, outR)
+	r := startRun(t, "--timeout", "1", "--log-format", "json")
+	r.drain()
 
 	guid := "00000000000000000000000000c0ffee"
-	h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-	frame, err := generated.AppendFrame(nil, &h, &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1000, Memo: "cmd test"})
-	assert.NilError(t, err)
-	c, err := net.Dial("tcp", addr)
-	assert.NilError(t, err)
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, err = c.Write(frame)
-	assert.NilError(t, err)
-	answer, err := wire.ReadFrame(c, nil)
-	assert.NilError(t, err)
+	answer := sendTransfer(t, r.addr, guid)
 	assert.Equal(t, string(generated.RawHeader(answer).RspCode), string(generated.RspHTTP200))
 
-	stop()
-	select {
-	case code := <-exit:
-		assert.Equal(t, code, 0, stderr.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("relay did not stop")
-	}
-	assert.Assert(t, strings.Contains(stderr.String(), `"msg":"relay stopped"`), stderr.String())
+	r.stopAndWait(t)
+	assert.Assert(t, strings.Contains(r.stderr.String(), `"msg":"relay stopped"`), r.stderr.String())
 
-	led, err := ledger.OpenExisting(db)
+	led, err := ledger.OpenExisting(r.db)
 	assert.NilError(t, err)
 	defer led.Close()
 	row, err := led.Get(context.Background(), guid)

@@ -1,25 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"gotest.tools/v3/assert"
-
-	"lhrelay/internal/coresim"
-	"lhrelay/internal/generated"
-	"lhrelay/internal/testutil"
-	"lhrelay/internal/wire"
 )
 
 func TestMetricsAddrArgs(t *testing.T) {
@@ -36,35 +27,19 @@ func TestMetricsAddrArgs(t *testing.T) {
 // the startup line names every setting, the endpoints answer, a frame is
 // counted, and the stop is logged.
 func TestRunWithMetrics(t *testing.T) {
-	core := httptest.NewServer(coresim.New(coresim.Config{}))
-	defer core.Close()
-	db := filepath.Join(t.TempDir(), "relay.db")
-
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	outR, outW := io.Pipe()
-	var stderr testutil.SyncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"--port", "0", "--core", core.URL, "--db", db, "--timeout", "1.5",
-			"--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--max-conns", "7"}, outW, &stderr)
-		outW.Close()
-	}()
-	lines := bufio.NewScanner(outR)
-	assert.Assert(t, lines.Scan(), "no listening line; stderr:\n%s", stderr.String())
-	addr, ok := strings.CutPrefix(lines.Text(), "relay listening on ")
-	assert.Assert(t, ok, lines.Text())
-	assert.Assert(t, lines.Scan(), "no metrics line; stderr:\n%s", stderr.String())
-	metricsURL, ok := strings.CutPrefix(lines.Text(), "metrics listening on ")
-	assert.Assert(t, ok, lines.Text())
-	go io.Copy(io.Discard, outR)
+	r := startRun(t, "--timeout", "1.5", "--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--max-conns", "7")
+	addr, stderr := r.addr, r.stderr
+	assert.Assert(t, r.lines.Scan(), "no metrics line; stderr:\n%s", stderr.String())
+	metricsURL, ok := strings.CutPrefix(r.lines.Text(), "metrics listening on ")
+	assert.Assert(t, ok, r.lines.Text())
+	r.drain()
 
 	started := logLine(t, stderr.String(), "relay started")
 	_, port, _ := net.SplitHostPort(addr)
 	assert.Equal(t, started["addr"], addr)
 	assert.Equal(t, started["port"], mustFloat(t, port))
-	assert.Equal(t, started["core"], core.URL)
-	assert.Equal(t, started["db"], db)
+	assert.Equal(t, started["core"], r.coreURL)
+	assert.Equal(t, started["db"], r.db)
 	assert.Equal(t, started["timeout"], "1.5s")
 	assert.Equal(t, started["frame_timeout"], "10s")
 	assert.Equal(t, started["idle_timeout"], "300s")
@@ -77,17 +52,7 @@ func TestRunWithMetrics(t *testing.T) {
 	}
 
 	guid := "00000000000000000000000000c0ffee"
-	h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-	frame, err := generated.AppendFrame(nil, &h, &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1000, Memo: "cmd test"})
-	assert.NilError(t, err)
-	c, err := net.Dial("tcp", addr)
-	assert.NilError(t, err)
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, err = c.Write(frame)
-	assert.NilError(t, err)
-	_, err = wire.ReadFrame(c, nil)
-	assert.NilError(t, err)
-	c.Close()
+	sendTransfer(t, addr, guid)
 
 	_, body := httpGet(t, metricsURL+"/metrics")
 	for _, want := range []string{
@@ -101,16 +66,10 @@ func TestRunWithMetrics(t *testing.T) {
 	assert.Equal(t, f["guid"], guid)
 	assert.Equal(t, f["req"].(map[string]any)["wdAcct"], "11********4005")
 
-	stop()
-	select {
-	case code := <-exit:
-		assert.Equal(t, code, 0, stderr.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("relay did not stop")
-	}
+	r.stopAndWait(t)
 	stopped := logLine(t, stderr.String(), "relay stopped")
 	assert.Equal(t, stopped["in_flight_finished"], float64(0))
-	_, err = http.Get(metricsURL + "/healthz")
+	_, err := http.Get(metricsURL + "/healthz")
 	assert.Assert(t, err != nil, "metrics listener closed at exit")
 }
 
