@@ -295,6 +295,21 @@ func simCore(delay time.Duration) *coresim.Server {
 	return coresim.New(coresim.Config{Delay: delay})
 }
 
+// refuseFirstDial is a dialer whose first connection is refused, as a core
+// that is down for a moment refuses it; later ones connect.
+func refuseFirstDial() corecall.DialFunc {
+	var refuse sync.Once
+	var d net.Dialer
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		first := false
+		refuse.Do(func() { first = true })
+		if first {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connection refused (test)")}
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
 // closedPort returns an address nothing listens on.
 func closedPort(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

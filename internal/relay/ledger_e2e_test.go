@@ -3,7 +3,6 @@ package relay
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -223,17 +222,7 @@ func TestE2EStoredStates(t *testing.T) {
 	t.Run("FAILED is resent once and ends DONE with attempts 2", func(t *testing.T) {
 		sim := simCore(0)
 		core := &counting{h: sim}
-		var refuse sync.Once
-		var d net.Dialer
-		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-			first := false
-			refuse.Do(func() { first = true })
-			if first {
-				return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connection refused (test)")}
-			}
-			return d.DialContext(ctx, network, addr)
-		}
-		e := startEnv(t, envConfig{core: core, ledger: true, dial: dial})
+		e := startEnv(t, envConfig{core: core, ledger: true, dial: refuseFirstDial()})
 		guid := newGUID()
 		frame := transferFrame(t, guid)
 		assert.Equal(t, e.roundTrip(frame).code(), string(generated.RspConnectFail))

@@ -546,17 +546,7 @@ func TestLedgerUnknownIsNotResent(t *testing.T) {
 // re-claims it and goes to the core.
 func TestLedgerFailedIsResent(t *testing.T) {
 	sim := simCore(0)
-	var refuse sync.Once
-	var d net.Dialer
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		first := false
-		refuse.Do(func() { first = true })
-		if first {
-			return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connection refused (test)")}
-		}
-		return d.DialContext(ctx, network, addr)
-	}
-	e := startEnv(t, envConfig{core: sim, ledger: true, dial: dial})
+	e := startEnv(t, envConfig{core: sim, ledger: true, dial: refuseFirstDial()})
 	guid := newGUID()
 	f := transferFrame(t, guid)
 	assert.Equal(t, e.roundTrip(f).code(), string(generated.RspConnectFail))
