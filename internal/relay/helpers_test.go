@@ -23,6 +23,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/metrics"
 	"lhrelay/internal/testutil"
 	"lhrelay/internal/wire"
 )
@@ -110,6 +111,10 @@ type envConfig struct {
 	hook           func(stage)
 	connDone       func()
 	ledgerOverride Ledger
+	metrics        *metrics.Metrics
+	// logger builds the relay's logger over the env's log buffer; nil: a
+	// text handler at debug level.
+	logger func(buf *testutil.SyncBuffer) *slog.Logger
 }
 
 func startEnv(t *testing.T, cfg envConfig) *env {
@@ -140,14 +145,22 @@ func startEnv(t *testing.T, cfg envConfig) *env {
 	if cfg.ledgerOverride != nil {
 		led = cfg.ledgerOverride
 	}
-	e.srv, err = New(Config{
+	logger := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if cfg.logger != nil {
+		logger = cfg.logger(e.log)
+	}
+	rc := Config{
 		Core:         client,
 		Ledger:       led,
 		FrameTimeout: cfg.frameTimeout,
 		IdleTimeout:  cfg.idleTimeout,
 		MaxConns:     cfg.maxConns,
-		Logger:       slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+		Logger:       logger,
+	}
+	if cfg.metrics != nil { // not a nil *Metrics in a non-nil interface
+		rc.Metrics = cfg.metrics
+	}
+	e.srv, err = New(rc)
 	assert.NilError(t, err)
 	e.srv.hook = cfg.hook
 	e.srv.connDone = cfg.connDone

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
-	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
 	"lhrelay/internal/testutil"
 	"lhrelay/internal/wire"
@@ -47,50 +45,26 @@ type observedEnv struct {
 
 func startObserved(t *testing.T, o observed) *observedEnv {
 	t.Helper()
-	oe := &observedEnv{env: &env{t: t, log: &testutil.SyncBuffer{}, done: make(chan error, 1)}}
-	oe.logW = &watchLog{buf: oe.env.log}
-	url := o.coreURL
-	if url == "" {
-		if o.core == nil {
-			o.core = simCore(0)
-		}
-		oe.core = httptest.NewServer(o.core)
-		t.Cleanup(oe.core.Close)
-		url = oe.core.URL
-	}
-	client, err := corecall.New(corecall.Config{BaseURL: url, Timeout: 5 * time.Second})
-	assert.NilError(t, err)
-	t.Cleanup(client.CloseIdleConnections)
-
-	oe.led, err = ledger.Open(filepath.Join(t.TempDir(), "relay.db"))
-	assert.NilError(t, err)
-	t.Cleanup(func() { oe.led.Close() })
-
-	opts := &slog.HandlerOptions{Level: o.level}
-	var h slog.Handler = slog.NewJSONHandler(oe.logW, opts)
-	if o.text {
-		h = slog.NewTextHandler(oe.logW, opts)
-	}
-	cfg := Config{Core: client, Ledger: oe.led, MaxConns: o.maxConns, Logger: slog.New(h)}
+	oe := &observedEnv{}
 	if o.metrics {
 		oe.m = metrics.New()
-		oe.m.WatchLedger(oe.led)
-		cfg.Metrics = oe.m
 	}
-	oe.srv, err = New(cfg)
-	assert.NilError(t, err)
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	assert.NilError(t, err)
-	oe.addr = ln.Addr().String()
-	go func() { oe.done <- oe.srv.Serve(ln) }()
-	t.Cleanup(func() {
-		oe.srv.Close()
-		if t.Failed() {
-			t.Logf("relay log:\n%s", oe.log)
-		}
+	if o.core == nil && o.coreURL == "" {
+		o.core = simCore(0)
+	}
+	oe.env = startEnv(t, envConfig{
+		core: o.core, coreURL: o.coreURL, ledger: true, maxConns: o.maxConns, metrics: oe.m,
+		logger: func(buf *testutil.SyncBuffer) *slog.Logger {
+			oe.logW = &watchLog{buf: buf}
+			opts := &slog.HandlerOptions{Level: o.level}
+			if o.text {
+				return slog.New(slog.NewTextHandler(oe.logW, opts))
+			}
+			return slog.New(slog.NewJSONHandler(oe.logW, opts))
+		},
 	})
 	if o.metrics {
+		oe.m.WatchLedger(oe.led)
 		hs := httptest.NewServer(oe.m.Handler(oe.srv.Ready))
 		t.Cleanup(hs.Close)
 		oe.metricsURL = hs.URL
