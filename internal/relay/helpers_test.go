@@ -290,6 +290,18 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
+// holdOnly sends the request for guid through g and every other one
+// straight to next.
+func holdOnly(guid string, g *gate, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-GUID") == guid {
+			g.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // waitArrival waits for the gate to hold a request.
 func (g *gate) waitArrival(t *testing.T) string {
 	t.Helper()

@@ -267,13 +267,7 @@ func TestSlowCallDoesNotDelayOthers(t *testing.T) {
 	slowGUID := newGUID()
 	g := newGate(sim)
 	defer g.open()
-	core := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-GUID") == slowGUID {
-			g.ServeHTTP(w, r)
-			return
-		}
-		sim.ServeHTTP(w, r)
-	})
+	core := holdOnly(slowGUID, g, sim)
 	e := startEnv(t, envConfig{core: core})
 	slow := e.dial()
 	_, err := slow.Write(transferFrame(t, slowGUID))
@@ -379,13 +373,7 @@ func TestShutdownFinishesFrameInFlight(t *testing.T) {
 	inflight := newGUID()
 	g := newGate(sim)
 	defer g.open()
-	core := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-GUID") == inflight {
-			g.ServeHTTP(w, r)
-			return
-		}
-		sim.ServeHTTP(w, r)
-	})
+	core := holdOnly(inflight, g, sim)
 	e := startEnv(t, envConfig{core: core, ledger: true})
 	idle := e.dial()
 	assert.Equal(t, e.send(idle, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
