@@ -361,6 +361,7 @@ func (w *world) record(s step, a channel.Answer, want expect) {
 		s.Note = answerNote(a)
 	}
 	s.CorePosts = w.arrivals.count(s.GUID)
+	w.waitRecorded()
 	if row, err := w.led.Get(context.Background(), s.GUID); err == nil {
 		s.State, s.Attempts = row.State, row.Attempts
 	} else if !errors.Is(err, ledger.ErrNotFound) {

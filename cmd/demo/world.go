@@ -114,6 +114,17 @@ func start(ctx context.Context, o options) (w *world, err error) {
 	return w, nil
 }
 
+// waitRecorded waits until both relays have recorded every outcome they
+// answered: a 0000, E901 or E902 reaches the channel while its row's
+// commit is on the way.
+func (w *world) waitRecorded() {
+	for _, srv := range []*relay.Server{w.relay, w.down} {
+		if srv != nil {
+			srv.WaitRecorded()
+		}
+	}
+}
+
 func (w *world) startRelay(core *corecall.Client, log *slog.Logger) (*relay.Server, string, error) {
 	srv, err := relay.New(relay.Config{Core: core, Ledger: w.led, Logger: log, Metrics: w.m})
 	if err != nil {

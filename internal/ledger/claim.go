@@ -157,15 +157,51 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 // row is not SENT (or missing) nothing changes and the error is a
 // *StateError matching ErrStateChanged.
 func (l *Ledger) Finish(ctx context.Context, guid string, to State, rspCode string, response []byte) error {
-	switch to {
-	case StateDone, StateUnknown, StateFailed:
-	default:
-		return fmt.Errorf("ledger: finish %s: cannot finish to state %q", guid, to)
+	run, err := finishOp(guid, to, rspCode, response)
+	if err == nil {
+		err = l.do(ctx, run)
 	}
-	if err := l.transition(ctx, guid, StateSent, to, rspCode, response); err != nil {
+	if err != nil {
 		return fmt.Errorf("ledger: finish %s: %w", guid, err)
 	}
 	return nil
+}
+
+// FinishLater is Finish without the wait: it queues the same transition and
+// returns at once (waiting only while the writer's queue is full). then is
+// called with Finish's result once the transition has committed, or has
+// failed: on the writer goroutine, so it must be quick and must not call
+// the Ledger. response is copied. If FinishLater returns an error (a state
+// Finish does not take, the Ledger closed) nothing was queued and then is
+// never called. Close runs every transition queued before it.
+//
+// It is for an answer that does not depend on the outcome being recorded
+// (the relay's 0000, E901 and E902; see its package comment): the caller
+// can answer while the commit is on its way.
+func (l *Ledger) FinishLater(guid string, to State, rspCode string, response []byte, then func(error)) error {
+	run, err := finishOp(guid, to, rspCode, bytes.Clone(response))
+	if err == nil {
+		err = l.enqueue(run, func(err error) {
+			if err != nil {
+				err = fmt.Errorf("ledger: finish %s: %w", guid, err)
+			}
+			then(err)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: finish %s: %w", guid, err)
+	}
+	return nil
+}
+
+// finishOp checks an outcome and returns its transition SENT → to.
+func finishOp(guid string, to State, rspCode string, response []byte) (func(tx *sql.Tx) error, error) {
+	switch to {
+	case StateDone, StateUnknown, StateFailed:
+	default:
+		return nil, fmt.Errorf("cannot finish to state %q", to)
+	}
+	return transitionOp(guid, StateSent, to, rspCode, response)
 }
 
 // Transition moves a row from one state to another in one conditional
@@ -185,12 +221,21 @@ func (l *Ledger) Transition(ctx context.Context, guid string, from, to State, rs
 }
 
 func (l *Ledger) transition(ctx context.Context, guid string, from, to State, rspCode string, response []byte) error {
+	run, err := transitionOp(guid, from, to, rspCode, response)
+	if err != nil {
+		return err
+	}
+	return l.do(ctx, run)
+}
+
+// transitionOp returns the writer operation for one conditional transition.
+func transitionOp(guid string, from, to State, rspCode string, response []byte) (func(tx *sql.Tx) error, error) {
 	if to == StateDone && len(response) == 0 {
 		// A DONE row is answered by replaying its response: without one
 		// every retry of this GUID would fail.
-		return errors.New("a DONE row needs its response frame")
+		return nil, errors.New("a DONE row needs its response frame")
 	}
-	return l.do(ctx, func(tx *sql.Tx) error {
+	return func(tx *sql.Tx) error {
 		res, err := tx.Exec(sqlTransition, string(to), rspCode, response, guid, string(from))
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
@@ -203,7 +248,7 @@ func (l *Ledger) transition(ctx context.Context, guid string, from, to State, rs
 			return nil
 		}
 		return stateError(tx, guid, from, "")
-	})
+	}, nil
 }
 
 // stateError reads the state a failed conditional statement found, so the

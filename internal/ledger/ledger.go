@@ -45,7 +45,8 @@
 // claim and an outcome: one commit each would cap the relay near 1,000
 // transfers a second. So one writer goroutine owns the only write
 // connection. Claim, Finish, Transition, Reclaim, PurgeDone and Ping
-// enqueue an operation and wait. The writer takes the first queued
+// enqueue an operation and wait; FinishLater enqueues one and returns, and
+// the writer calls back with its result. The writer takes the first queued
 // operation, runs BEGIN IMMEDIATE, then takes whatever else is queued (up
 // to WithMaxBatch, default 256) and runs each operation's own statements in
 // that one transaction, in queue order, then COMMITs once. Each operation's

@@ -12,12 +12,23 @@ import (
 // An op is one write operation queued for the writer goroutine. run executes
 // the operation's statements inside the batch transaction and stores its
 // result in variables the caller's closure captured; the caller reads them
-// only after done is closed and only if err is nil.
+// only after done is closed and only if err is nil. An op queued without
+// waiting (enqueue) has no done channel: the writer calls then instead.
 type op struct {
 	run   func(tx *sql.Tx) error
 	state atomic.Int32 // opQueued → opTaken (writer) or opCancelled (caller)
 	err   error
 	done  chan struct{}
+	then  func(error)
+}
+
+// complete tells the op's caller its result: err is final.
+func (o *op) complete() {
+	if o.then != nil {
+		o.then(o.err)
+		return
+	}
+	close(o.done)
 }
 
 const (
@@ -59,6 +70,21 @@ func (l *Ledger) do(ctx context.Context, run func(tx *sql.Tx) error) error {
 	}
 }
 
+// enqueue queues run for the writer and returns without waiting; the writer
+// calls then with the result once the op's batch has committed (or failed).
+// It waits only while the queue is full. It fails only if the Ledger is
+// closed, and then then is never called.
+func (l *Ledger) enqueue(run func(tx *sql.Tx) error, then func(error)) error {
+	o := &op{run: run, then: then}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.ops <- o
+	return nil
+}
+
 // writer is the only goroutine that writes. It runs until Close closes ops,
 // and finishes every operation queued before that.
 func (l *Ledger) writer() {
@@ -67,7 +93,7 @@ func (l *Ledger) writer() {
 	for first := range l.ops {
 		batch = l.runBatch(first, batch[:0])
 		for _, o := range batch {
-			close(o.done)
+			o.complete()
 		}
 		clear(batch) // drop references for the garbage collector
 

@@ -18,7 +18,14 @@
 //     Unknown E901; Reused E904 — none of them calls the core.
 //   - call: corecall.Client.Send, exactly once.
 //   - record: the ledger row moves to the outcome's state with the code and
-//     the exact response frame, durably, before the channel is answered.
+//     the exact response frame. A refusal or core error (B201–B203, E500)
+//     is answered only once that is on disk. A 0000, E901 or E902 is
+//     answered at once while the commit is on its way (Ledger.FinishLater):
+//     if the relay dies before it lands, the row stays SENT and resolve
+//     --stale-sent settles it by inquiry to the same answer (the policy
+//     below), so the channel loses nothing but a millisecond of waiting. A
+//     retry of the same GUID is queued to the ledger behind the outcome,
+//     so it finds the outcome (a replay), never E903.
 //   - answer: the frame is written with a write deadline of FrameTimeout.
 //
 // # Policies an operator should know
@@ -68,7 +75,8 @@
 //
 // Shutdown: stop accepting; close connections waiting for their next frame;
 // let connections in the middle of a frame finish that frame (read, call,
-// record, answer) and then close them. When the context given to Shutdown
+// record, answer) and then close them; wait until every outcome answered is
+// recorded. When the context given to Shutdown
 // ends first, the remaining core calls are cancelled — each is then
 // classified like any failed call (E902 if nothing was sent, else E901) and
 // recorded, so no row is left SENT — and the connections are closed.
@@ -85,7 +93,10 @@
 //	state          the ledger row's state as recorded (DONE, UNKNOWN,
 //	               FAILED; SENT if recording failed) or as found (replay,
 //	               E903, E904, E901 from an UNKNOWN row); "" when no row
-//	               was touched (E101, E102, no ledger)
+//	               was touched (E101, E102, no ledger). For 0000, E901 and
+//	               E902 it is the state being recorded: if that fails, an
+//	               error line "ledger: outcome not recorded; row stays
+//	               SENT" with the GUID follows
 //	attempts       the row's attempts (0 when no row)
 //	latency_ms     from the whole frame read to the answer ready, float
 //	remote         the channel's address

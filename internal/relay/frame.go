@@ -181,18 +181,7 @@ func (c *conn) process(st *frameState) []byte {
 	}
 	c.keepOut(out)
 	if st.owned {
-		if err := s.finish(st.hdr.GUID, src, out); err != nil {
-			st.err = errors.Join(st.err, err)
-			if settledAlike(src) {
-				s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "rsp", string(src.Code()), "err", err)
-			} else {
-				s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent, answering READ_TIMEOUT: resolve would take this refusal for never sent",
-					"remote", c.remote, "guid", st.guid, "tx", tx.Code, "core_rsp", string(src.Code()), "err", err)
-				out = c.answer(st, generated.SourceReadTimeout)
-			}
-		} else {
-			st.state = ledger.State(src.LedgerState())
-		}
+		out = c.record(st, src, out)
 	}
 	st.out = out
 	st.stage = stageRecorded
@@ -234,12 +223,59 @@ func settledAlike(src generated.Source) bool {
 	return src == generated.SourceHTTP200 || ledger.State(src.LedgerState()) != ledger.StateDone
 }
 
-// finish records an owned request's outcome. It runs even while the server
-// stops (no SENT row is left by a clean stop), bounded by LedgerTimeout.
+// record records an owned request's outcome and returns the answer. An
+// answer the later inquiry agrees with (settledAlike) goes out while its
+// outcome's commit is on the way; any other waits for the commit and, if
+// the outcome could not be recorded, becomes E901 (package comment).
+func (c *conn) record(st *frameState, src generated.Source, out []byte) []byte {
+	s := c.s
+	st.state = ledger.State(src.LedgerState())
+	if settledAlike(src) {
+		s.finishLater(st, c.remote, src, out)
+		return out
+	}
+	if err := s.finish(st.hdr.GUID, src, out); err != nil {
+		st.err = errors.Join(st.err, err)
+		st.state = ledger.StateSent
+		s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent, answering READ_TIMEOUT: resolve would take this refusal for never sent",
+			"remote", c.remote, "guid", st.guid, "tx", st.tx.Code, "core_rsp", string(src.Code()), "err", err)
+		return c.answer(st, generated.SourceReadTimeout)
+	}
+	return out
+}
+
+// finish records an owned request's outcome and waits for the commit. It
+// runs even while the server stops (no SENT row is left by a clean stop),
+// bounded by LedgerTimeout.
 func (s *Server) finish(guid string, src generated.Source, out []byte) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
 	defer cancel()
 	return s.ledger.Finish(ctx, guid, ledger.State(src.LedgerState()), string(src.Code()), out)
+}
+
+// finishLater queues an owned request's outcome and returns at once; a
+// failure to record it is logged when it happens, with the GUID, and
+// leaves the row SENT for resolve --stale-sent. Shutdown and Close wait
+// for every queued outcome (no SENT row is left by a clean stop).
+func (s *Server) finishLater(st *frameState, remote string, src generated.Source, out []byte) {
+	guid, tx := st.guid, st.tx.Code
+	notRecorded := func(err error) {
+		s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent",
+			"remote", remote, "guid", guid, "tx", tx, "rsp", string(src.Code()), "err", err)
+	}
+	s.recording.add()
+	err := s.ledger.FinishLater(st.hdr.GUID, ledger.State(src.LedgerState()), string(src.Code()), out, func(err error) {
+		if err != nil {
+			notRecorded(err)
+		}
+		s.recording.done()
+	})
+	if err != nil {
+		s.recording.done()
+		st.err = errors.Join(st.err, err)
+		st.state = ledger.StateSent
+		notRecorded(err)
+	}
 }
 
 // reject answers a frame that is not processed (E101, E102). The answer is

@@ -226,9 +226,10 @@ func isReset(err error) bool {
 	return errors.As(err, &op) && op.Op == "read"
 }
 
-// row reads a ledger row.
+// row reads a ledger row, once every outcome answered so far is recorded.
 func (e *env) row(guid string) ledger.Row {
 	e.t.Helper()
+	e.srv.WaitRecorded()
 	r, err := e.led.Get(context.Background(), guid)
 	assert.NilError(e.t, err)
 	return r
@@ -236,6 +237,7 @@ func (e *env) row(guid string) ledger.Row {
 
 func (e *env) noRow(guid string) {
 	e.t.Helper()
+	e.srv.WaitRecorded()
 	_, err := e.led.Get(context.Background(), guid)
 	assert.ErrorIs(e.t, err, ledger.ErrNotFound)
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"sync"
 
 	"lhrelay/internal/ledger"
 )
@@ -13,6 +14,49 @@ type Ledger interface {
 	Claim(ctx context.Context, r ledger.Request) (ledger.Claim, error)
 	// Finish records the outcome of an owned request: SENT → to.
 	Finish(ctx context.Context, guid string, to ledger.State, rspCode string, response []byte) error
+	// FinishLater is Finish without the wait: it queues the outcome
+	// (copying response) and calls then with the result once it is
+	// committed or has failed. then must be quick. If FinishLater returns
+	// an error nothing was queued and then is not called.
+	FinishLater(guid string, to ledger.State, rspCode string, response []byte, then func(error)) error
+}
+
+// recordings counts the outcomes queued with FinishLater whose results
+// have not come back, so that a stop can wait for them.
+type recordings struct {
+	mu   sync.Mutex
+	n    int
+	none *sync.Cond // on mu; signalled when n drops to 0
+}
+
+func newRecordings() *recordings {
+	r := &recordings{}
+	r.none = sync.NewCond(&r.mu)
+	return r
+}
+
+func (r *recordings) add() {
+	r.mu.Lock()
+	r.n++
+	r.mu.Unlock()
+}
+
+func (r *recordings) done() {
+	r.mu.Lock()
+	r.n--
+	if r.n == 0 {
+		r.none.Broadcast()
+	}
+	r.mu.Unlock()
+}
+
+// wait returns once no outcome is waiting to be recorded.
+func (r *recordings) wait() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.n > 0 {
+		r.none.Wait()
+	}
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)

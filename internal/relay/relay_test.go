@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -565,6 +566,16 @@ func (b *brokenLedger) Finish(ctx context.Context, guid string, to ledger.State,
 	return b.finishErr
 }
 
+// FinishLater reports the result from another goroutine, as the ledger's
+// writer does, and only then signals finished.
+func (b *brokenLedger) FinishLater(guid string, to ledger.State, rspCode string, response []byte, then func(error)) error {
+	go func() {
+		then(b.finishErr)
+		b.finished <- rspCode
+	}()
+	return nil
+}
+
 func TestLedgerClaimErrorIsE902(t *testing.T) {
 	core := &counting{h: simCore(0)}
 	bl := &brokenLedger{claimErr: errors.New("disk I/O error"), finished: make(chan string, 1)}
@@ -652,6 +663,7 @@ func TestOutcomeNotRecorded(t *testing.T) {
 			release := holdWriteLock(t, e.led.Path())
 			g.open()
 			a := e.read(c)
+			e.srv.WaitRecorded() // the attempt to record the outcome is over
 			release()
 
 			assert.Equal(t, a.code(), string(tc.want))
@@ -660,6 +672,57 @@ func TestOutcomeNotRecorded(t *testing.T) {
 			if sim, ok := tc.core.(*coresim.Server); ok {
 				assert.Equal(t, sim.PostCount(guid), 1)
 			}
+		})
+	}
+}
+
+// TestAnswerWaitsForTheRecordOnlyWhereItMust: the core answers while
+// another connection holds the ledger's write lock (a long busy timeout,
+// so the outcome's commit waits for the lock rather than failing). A 0000
+// goes out at once, while the row is still SENT: resolve would settle it to
+// the same answer. A refusal waits until its DONE row is on disk: resolve
+// could not reproduce it. Both rows end DONE once the lock is gone.
+func TestAnswerWaitsForTheRecordOnlyWhereItMust(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		core      http.Handler
+		want      generated.RspCode
+		waitsLock bool
+	}{
+		{"posted", simCore(0), generated.RspHTTP200, false},
+		{"refused", reply(422, `{"result":"INSUFFICIENT_FUNDS"}`), generated.RspInsufficientFunds, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGate(tc.core)
+			e := startEnv(t, envConfig{core: g, ledger: true, ledgerOpts: []ledger.Option{ledger.WithBusyTimeout(time.Minute)}})
+			guid := newGUID()
+			c := e.dial()
+			_, err := c.Write(transferFrame(t, guid))
+			assert.NilError(t, err)
+
+			g.waitArrival(t) // claimed: the row is SENT
+			release := holdWriteLock(t, e.led.Path())
+			g.open()
+			if tc.waitsLock {
+				c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+				_, err := c.Read(make([]byte, 1))
+				assert.Assert(t, errors.Is(err, os.ErrDeadlineExceeded), "answered before its outcome was recorded: %v", err)
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				release()
+			}
+			a := e.read(c)
+			assert.Equal(t, a.code(), string(tc.want))
+			if !tc.waitsLock {
+				r, err := e.led.Get(context.Background(), guid)
+				assert.NilError(t, err)
+				assert.Equal(t, r.State, ledger.StateSent, "the commit is still waiting for the lock")
+				release()
+			}
+
+			r := e.row(guid) // once recorded
+			assert.Equal(t, r.State, ledger.StateDone)
+			assert.Equal(t, r.RspCode, string(tc.want))
+			assert.DeepEqual(t, r.Response, a.raw)
 		})
 	}
 }

@@ -93,6 +93,7 @@ type Server struct {
 	rejected   atomic.Int64 // connections refused by MaxConns
 	lastRejLog atomic.Int64 // unix nanos of the last rejection log line
 	inFlight   atomic.Int64 // frames from their first byte to their answer being ready
+	recording  *recordings  // outcomes queued with FinishLater, not yet recorded
 
 	// hook, when set (tests only), is called at each stage of a frame.
 	hook func(stage)
@@ -121,6 +122,7 @@ func New(cfg Config) (*Server, error) {
 		now:           cfg.Now,
 		listeners:     map[net.Listener]struct{}{},
 		conns:         map[*conn]struct{}{},
+		recording:     newRecordings(),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -295,6 +297,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
+		s.recording.wait()
 		close(done)
 	}()
 	select {
@@ -311,6 +314,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// WaitRecorded returns once every outcome answered so far is recorded in
+// the ledger, or its recording has failed (and been logged). A 0000, E901
+// or E902 answer goes out while its outcome's commit is on the way (see
+// the package comment); a reader that wants the row as recorded (the demo,
+// tests) waits here first.
+func (s *Server) WaitRecorded() { s.recording.wait() }
+
 // Close stops the server at once: it stops accepting, cancels core calls in
 // flight (classified and recorded as failed calls) and closes every
 // connection, then waits for the connection goroutines to end.
@@ -318,6 +328,7 @@ func (s *Server) Close() error {
 	s.beginStop()
 	s.hardStop()
 	s.wg.Wait()
+	s.recording.wait()
 	return nil
 }
 

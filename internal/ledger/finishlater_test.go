@@ -1,0 +1,129 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+)
+
+// later queues FinishLater and returns a channel that gets its result.
+func later(t *testing.T, l *Ledger, guid string, to State, code string, resp []byte) <-chan error {
+	t.Helper()
+	res := make(chan error, 1)
+	assert.NilError(t, l.FinishLater(guid, to, code, resp, func(err error) { res <- err }))
+	return res
+}
+
+// result waits for a FinishLater result, bounded so a lost callback fails
+// the test instead of hanging it.
+func result(t *testing.T, res <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-res:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("FinishLater never reported its result")
+		return nil
+	}
+}
+
+func TestFinishLater(t *testing.T) {
+	ctx := context.Background()
+	l := newLedger(t)
+	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	seed(t, l, r, StateSent, "")
+
+	resp := responseFrame(r.GUID, codeOK)
+	buf := append([]byte(nil), resp...)
+	res := later(t, l, r.GUID, StateDone, codeOK, buf)
+	clear(buf) // the caller reuses its buffer at once: FinishLater copied it
+	assert.NilError(t, result(t, res))
+
+	row, err := l.Get(ctx, r.GUID)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, StateDone)
+	assert.Equal(t, row.RspCode, codeOK)
+	assert.DeepEqual(t, row.Response, resp)
+
+	// The row is no longer SENT: the result says so, as Finish's would.
+	err = result(t, later(t, l, r.GUID, StateUnknown, codeTimeout, nil))
+	assert.Check(t, errors.Is(err, ErrStateChanged))
+	assert.Check(t, is.ErrorContains(err, "ledger: finish "+r.GUID))
+	row2, err := l.Get(ctx, r.GUID)
+	assert.NilError(t, err)
+	assert.DeepEqual(t, row2, row)
+}
+
+// TestFinishLaterThenClaim: a channel that got its answer may send the
+// same GUID again at once. The outcome was queued before the answer went
+// out, and the writer runs operations in queue order, so the new claim
+// finds the outcome: a replay, never E903.
+func TestFinishLaterThenClaim(t *testing.T) {
+	ctx := context.Background()
+	l := newLedger(t)
+	for range 50 {
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		seed(t, l, r, StateSent, "")
+		resp := responseFrame(r.GUID, codeOK)
+		res := later(t, l, r.GUID, StateDone, codeOK, resp)
+
+		c, err := l.Claim(ctx, r) // without waiting for res
+		assert.NilError(t, err)
+		assert.Equal(t, c.Outcome, Replay)
+		assert.DeepEqual(t, c.Response, resp)
+		assert.NilError(t, result(t, res))
+	}
+}
+
+func TestFinishLaterRefused(t *testing.T) {
+	l := newLedger(t)
+	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	seed(t, l, r, StateSent, "")
+	never := func(err error) { t.Errorf("then called with %v", err) }
+
+	// Nothing is queued, and then is not called, for a state Finish does
+	// not take or a DONE without its response.
+	assert.ErrorContains(t, l.FinishLater(r.GUID, StateSent, "", nil, never), "cannot finish")
+	assert.ErrorContains(t, l.FinishLater(r.GUID, StateDone, codeOK, nil, never), "needs its response")
+
+	assert.NilError(t, l.Close())
+	err := l.FinishLater(r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK), never)
+	assert.Check(t, errors.Is(err, ErrClosed))
+}
+
+// TestCloseRecordsQueuedOutcomes: Close runs every outcome queued before
+// it, and each caller hears its result before Close returns.
+func TestCloseRecordsQueuedOutcomes(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	l, err := Open(path)
+	assert.NilError(t, err)
+	var guids []string
+	var results []<-chan error
+	for range 20 {
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		seed(t, l, r, StateSent, "")
+		guids = append(guids, r.GUID)
+		results = append(results, later(t, l, r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK)))
+	}
+	assert.NilError(t, l.Close())
+	for i, res := range results {
+		select {
+		case err := <-res:
+			assert.NilError(t, err, guids[i])
+		default:
+			t.Fatalf("%s: result not reported before Close returned", guids[i])
+		}
+	}
+
+	l = openLedger(t, path)
+	for _, g := range guids {
+		row, err := l.Get(ctx, g)
+		assert.NilError(t, err)
+		assert.Equal(t, row.State, StateDone, g)
+	}
+}
