@@ -634,6 +634,24 @@ func TestLedgerLockedAtClaim(t *testing.T) {
 	assert.Equal(t, sim.PostCount(guid), 1)
 }
 
+// answerUnderLock sends a transfer to a relay with a ledger whose busy
+// timeout is busy, and once it is claimed (its row SENT) and at the core,
+// takes the ledger's write lock from another connection and lets core
+// answer. The caller reads the answer from c and calls release.
+func answerUnderLock(t *testing.T, core http.Handler, busy time.Duration) (e *env, c net.Conn, guid string, release func()) {
+	t.Helper()
+	g := newGate(core)
+	e = startEnv(t, envConfig{core: g, ledger: true, ledgerOpts: []ledger.Option{ledger.WithBusyTimeout(busy)}})
+	guid = newGUID()
+	c = e.dial()
+	_, err := c.Write(transferFrame(t, guid))
+	assert.NilError(t, err)
+	g.waitArrival(t)
+	release = holdWriteLock(t, e.led.Path())
+	g.open()
+	return e, c, guid, release
+}
+
 // TestOutcomeNotRecorded: the core answers while another connection holds
 // the ledger's write lock past the busy timeout, so the outcome cannot be
 // recorded and the row stays SENT for resolve --stale-sent. The channel
@@ -652,16 +670,7 @@ func TestOutcomeNotRecorded(t *testing.T) {
 		{"core error", reply(500, ``), generated.RspReadTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGate(tc.core)
-			e := startEnv(t, envConfig{core: g, ledger: true, ledgerOpts: []ledger.Option{ledger.WithBusyTimeout(50 * time.Millisecond)}})
-			guid := newGUID()
-			c := e.dial()
-			_, err := c.Write(transferFrame(t, guid))
-			assert.NilError(t, err)
-
-			g.waitArrival(t) // claimed: the row is SENT
-			release := holdWriteLock(t, e.led.Path())
-			g.open()
+			e, c, guid, release := answerUnderLock(t, tc.core, 50*time.Millisecond)
 			a := e.read(c)
 			e.srv.WaitRecorded() // the attempt to record the outcome is over
 			release()
@@ -693,16 +702,7 @@ func TestAnswerWaitsForTheRecordOnlyWhereItMust(t *testing.T) {
 		{"refused", reply(422, `{"result":"INSUFFICIENT_FUNDS"}`), generated.RspInsufficientFunds, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGate(tc.core)
-			e := startEnv(t, envConfig{core: g, ledger: true, ledgerOpts: []ledger.Option{ledger.WithBusyTimeout(time.Minute)}})
-			guid := newGUID()
-			c := e.dial()
-			_, err := c.Write(transferFrame(t, guid))
-			assert.NilError(t, err)
-
-			g.waitArrival(t) // claimed: the row is SENT
-			release := holdWriteLock(t, e.led.Path())
-			g.open()
+			e, c, guid, release := answerUnderLock(t, tc.core, time.Minute)
 			if tc.waitsLock {
 				c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 				_, err := c.Read(make([]byte, 1))
