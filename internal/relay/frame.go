@@ -265,10 +265,16 @@ func (s *Server) finishLater(st *frameState, remote string, src generated.Source
 	}
 	s.recording.add()
 	err := s.ledger.FinishLater(st.hdr.GUID, ledger.State(src.LedgerState()), string(src.Code()), out, func(err error) {
-		if err != nil {
-			notRecorded(err)
+		if err == nil {
+			s.recording.done()
+			return
 		}
-		s.recording.done()
+		// This runs on the ledger's writer goroutine, which must not wait
+		// for a log sink.
+		go func() {
+			notRecorded(err)
+			s.recording.done()
+		}()
 	})
 	if err != nil {
 		s.recording.done()
