@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,11 +127,13 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 		if olderThan > 0 {
 			f.UpdatedBefore = now.Add(-olderThan)
 		}
-		rows, err := l.List(ctx, f)
-		if err != nil {
+		// Rows are printed as they are read, a page at a time: --limit 0
+		// on a ledger of millions of rows must not hold them all.
+		lw := newListWriter(out, *asJSON)
+		if err := l.Scan(ctx, f, lw.row); err != nil {
 			return &exitError{2, err}
 		}
-		return printList(out, rows, *asJSON)
+		return lw.end()
 	default:
 		st, err := l.Stats(ctx)
 		if err != nil {
@@ -150,21 +153,63 @@ type listRow struct {
 	UpdatedAt string `json:"updatedAt"`
 }
 
-func printList(out io.Writer, rows []ledger.Row, asJSON bool) error {
-	list := make([]listRow, len(rows))
-	for i, r := range rows {
-		list[i] = listRow{r.GUID, r.TxCode, string(r.State), r.RspCode, r.Attempts, formatTime(r.UpdatedAt)}
+// listWriter prints list's rows one by one: a JSON array, or text in
+// fixed-width columns (a GUID is 32 characters, a TX_CODE 8, a state at
+// most 8), so nothing has to be held to align them.
+type listWriter struct {
+	out    *bufio.Writer // keeps the first write error for Flush
+	asJSON bool
+	n      int // rows written
+}
+
+const listTextRow = "%-32s  %-8s  %-8s  %-4s  %-8v  %s\n"
+
+func newListWriter(out io.Writer, asJSON bool) *listWriter {
+	return &listWriter{out: bufio.NewWriter(out), asJSON: asJSON}
+}
+
+func (w *listWriter) row(r ledger.Row) error {
+	lr := listRow{r.GUID, r.TxCode, string(r.State), r.RspCode, r.Attempts, formatTime(r.UpdatedAt)}
+	switch {
+	case w.asJSON:
+		b, err := json.MarshalIndent(lr, "  ", "  ")
+		if err != nil {
+			return err
+		}
+		sep := ",\n  "
+		if w.n == 0 {
+			sep = "[\n  "
+		}
+		w.out.WriteString(sep)
+		w.out.Write(b)
+	default:
+		if w.n == 0 {
+			w.header()
+		}
+		fmt.Fprintf(w.out, listTextRow, lr.GUID, lr.TxCode, lr.State, dash(lr.RspCode), lr.Attempts, lr.UpdatedAt)
 	}
-	if asJSON {
-		return writeJSON(out, list)
+	w.n++
+	return nil
+}
+
+// end closes the array or prints the row count, and flushes.
+func (w *listWriter) end() error {
+	switch {
+	case w.asJSON && w.n == 0:
+		w.out.WriteString("[]\n")
+	case w.asJSON:
+		w.out.WriteString("\n]\n")
+	default:
+		if w.n == 0 {
+			w.header()
+		}
+		fmt.Fprintf(w.out, "(%d rows)\n", w.n)
 	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GUID\tTX_CODE\tSTATE\tRSP\tATTEMPTS\tUPDATED_AT (UTC)")
-	for _, r := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.GUID, r.TxCode, r.State, dash(r.RspCode), r.Attempts, r.UpdatedAt)
-	}
-	fmt.Fprintf(tw, "(%d rows)\n", len(list))
-	return tw.Flush()
+	return w.out.Flush()
+}
+
+func (w *listWriter) header() {
+	fmt.Fprintf(w.out, listTextRow, "GUID", "TX_CODE", "STATE", "RSP", "ATTEMPTS", "UPDATED_AT (UTC)")
 }
 
 // statsOut is stats' JSON output.

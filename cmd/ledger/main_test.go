@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +144,57 @@ func TestErrors(t *testing.T) {
 	assert.NilError(t, os.WriteFile(notLedger, []byte("not a database"), 0o644))
 	_, err = runOut(t, "stats", "--db", notLedger)
 	assert.Equal(t, code(err), 2)
+}
+
+// TestListManyPages: list prints what it reads page by page (the ledger
+// reads 256 rows a query); every row comes out once, in order, as text and
+// as one JSON array, and --limit still counts rows.
+func TestListManyPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	l, err := ledger.Open(path)
+	assert.NilError(t, err)
+	const n = 600
+	want := make([]string, n)
+	errs := make(chan error, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("%032x", i+1)
+	}
+	for _, guid := range want { // concurrent claims share commits
+		go func() {
+			h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
+			frame, err := generated.AppendFrame(nil, &h, &generated.BKTR0001Request{WdBank: "081", WdAcct: "1", DpBank: "004", DpAcct: "2", Amount: 1})
+			if err == nil {
+				_, err = l.Claim(context.Background(), ledger.Request{GUID: guid, TxCode: "BKTR0001", Frame: frame, Body: frame[generated.HeaderLen:]})
+			}
+			errs <- err
+		}()
+	}
+	for range want {
+		assert.NilError(t, <-errs)
+	}
+	assert.NilError(t, l.Close())
+
+	out, err := runOut(t, "list", "--db", path, "--limit", "0")
+	assert.NilError(t, err)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	assert.Equal(t, len(lines), n+2, "header, rows, count")
+	assert.Assert(t, strings.HasPrefix(lines[0], "GUID "))
+	var got []string
+	for _, line := range lines[1 : n+1] {
+		got = append(got, strings.Fields(line)[0])
+	}
+	slices.Sort(got) // every row once (their order is by updated_at, then GUID)
+	assert.DeepEqual(t, got, want)
+	assert.Equal(t, lines[n+1], fmt.Sprintf("(%d rows)", n))
+
+	out, err = runOut(t, "list", "--db", path, "--limit", "0", "--json")
+	assert.NilError(t, err)
+	var rows []listRow
+	assert.NilError(t, json.Unmarshal([]byte(out), &rows))
+	assert.Equal(t, len(rows), n)
+	assert.Equal(t, rows[0].State, "SENT")
+
+	out, err = runOut(t, "list", "--db", path, "--limit", "300")
+	assert.NilError(t, err)
+	assert.Assert(t, strings.HasSuffix(out, "(300 rows)\n"), out)
 }
