@@ -168,20 +168,22 @@ func (l *Ledger) Finish(ctx context.Context, guid string, to State, rspCode stri
 }
 
 // FinishLater is Finish without the wait: it queues the same transition and
-// returns at once (waiting only while the writer's queue is full). then is
-// called with Finish's result once the transition has committed, or has
-// failed: on the writer goroutine, so it must be quick and must not call
-// the Ledger. response is copied. If FinishLater returns an error (a state
-// Finish does not take, the Ledger closed) nothing was queued and then is
-// never called. Close runs every transition queued before it.
+// returns at once. then is called with Finish's result once the transition
+// has committed, or has failed: on the writer goroutine, so it must be
+// quick and must not call the Ledger. response is copied. ctx bounds only
+// the wait for room in the writer's queue, when it is full; once queued,
+// the transition runs whatever becomes of ctx, and Close runs every
+// transition queued before it. If FinishLater returns an error (a state
+// Finish does not take, ctx ended while the queue was full, the Ledger
+// closed) nothing was queued and then is never called.
 //
 // It is for an answer that does not depend on the outcome being recorded
 // (the relay's 0000, E901 and E902; see its package comment): the caller
 // can answer while the commit is on its way.
-func (l *Ledger) FinishLater(guid string, to State, rspCode string, response []byte, then func(error)) error {
+func (l *Ledger) FinishLater(ctx context.Context, guid string, to State, rspCode string, response []byte, then func(error)) error {
 	run, err := finishOp(guid, to, rspCode, bytes.Clone(response))
 	if err == nil {
-		err = l.enqueue(run, func(err error) {
+		err = l.enqueue(ctx, run, func(err error) {
 			if err != nil {
 				err = fmt.Errorf("ledger: finish %s: %w", guid, err)
 			}

@@ -14,7 +14,7 @@ import (
 func later(t *testing.T, l *Ledger, guid string, to State, code string, resp []byte) <-chan error {
 	t.Helper()
 	res := make(chan error, 1)
-	assert.NilError(t, l.FinishLater(guid, to, code, resp, func(err error) { res <- err }))
+	assert.NilError(t, l.FinishLater(context.Background(), guid, to, code, resp, func(err error) { res <- err }))
 	return res
 }
 
@@ -80,6 +80,7 @@ func TestFinishLaterThenClaim(t *testing.T) {
 }
 
 func TestFinishLaterRefused(t *testing.T) {
+	ctx := context.Background()
 	l := newLedger(t)
 	r := request(txTransfer, newGUID(), sentAt1, bodyA)
 	seed(t, l, r, StateSent, "")
@@ -87,11 +88,11 @@ func TestFinishLaterRefused(t *testing.T) {
 
 	// Nothing is queued, and then is not called, for a state Finish does
 	// not take or a DONE without its response.
-	assert.ErrorContains(t, l.FinishLater(r.GUID, StateSent, "", nil, never), "cannot finish")
-	assert.ErrorContains(t, l.FinishLater(r.GUID, StateDone, codeOK, nil, never), "needs its response")
+	assert.ErrorContains(t, l.FinishLater(ctx, r.GUID, StateSent, "", nil, never), "cannot finish")
+	assert.ErrorContains(t, l.FinishLater(ctx, r.GUID, StateDone, codeOK, nil, never), "needs its response")
 
 	assert.NilError(t, l.Close())
-	err := l.FinishLater(r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK), never)
+	err := l.FinishLater(ctx, r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK), never)
 	assert.Check(t, errors.Is(err, ErrClosed))
 }
 
@@ -126,4 +127,47 @@ func TestCloseRecordsQueuedOutcomes(t *testing.T) {
 		assert.NilError(t, err)
 		assert.Equal(t, row.State, StateDone, g)
 	}
+}
+
+// TestFinishLaterFullQueue: while the writer is stuck and its queue is
+// full, FinishLater waits only until ctx ends, queues nothing and never
+// calls then; the outcomes queued before it are recorded once the writer
+// moves again.
+func TestFinishLaterFullQueue(t *testing.T) {
+	ctx := context.Background()
+	l := newLedger(t, WithMaxBatch(1))
+	var queued []Request
+	for range cap(l.ops) + 1 {
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		seed(t, l, r, StateSent, "")
+		queued = append(queued, r)
+	}
+	late, queued := queued[len(queued)-1], queued[:len(queued)-1]
+
+	release := blockWriter(t, l)
+	var results []<-chan error
+	for _, r := range queued {
+		results = append(results, later(t, l, r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK)))
+	}
+	assert.Equal(t, len(l.ops), cap(l.ops), "the queue is full")
+
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err := l.FinishLater(short, late.GUID, StateDone, codeOK, responseFrame(late.GUID, codeOK), func(err error) {
+		t.Errorf("then called for an outcome that was not queued: %v", err)
+	})
+	assert.Check(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
+
+	release()
+	for _, res := range results {
+		assert.NilError(t, result(t, res))
+	}
+	for _, r := range queued {
+		row, err := l.Get(ctx, r.GUID)
+		assert.NilError(t, err)
+		assert.Equal(t, row.State, StateDone)
+	}
+	row, err := l.Get(ctx, late.GUID)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, StateSent, "nothing was queued for it")
 }

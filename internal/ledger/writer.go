@@ -70,19 +70,27 @@ func (l *Ledger) do(ctx context.Context, run func(tx *sql.Tx) error) error {
 	}
 }
 
-// enqueue queues run for the writer and returns without waiting; the writer
-// calls then with the result once the op's batch has committed (or failed).
-// It waits only while the queue is full. It fails only if the Ledger is
-// closed, and then then is never called.
-func (l *Ledger) enqueue(run func(tx *sql.Tx) error, then func(error)) error {
+// enqueue queues run for the writer and returns without waiting for it; the
+// writer calls then with the result once the op's batch has committed (or
+// failed). It waits only while the queue is full, and only until ctx ends.
+// If it returns an error (ctx, ErrClosed) nothing was queued and then is
+// never called.
+func (l *Ledger) enqueue(ctx context.Context, run func(tx *sql.Tx) error, then func(error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	o := &op{run: run, then: then}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		return ErrClosed
 	}
-	l.ops <- o
-	return nil
+	select {
+	case l.ops <- o:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // writer is the only goroutine that writes. It runs until Close closes ops,

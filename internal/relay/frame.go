@@ -253,10 +253,11 @@ func (s *Server) finish(guid string, src generated.Source, out []byte) error {
 	return s.ledger.Finish(ctx, guid, ledger.State(src.LedgerState()), string(src.Code()), out)
 }
 
-// finishLater queues an owned request's outcome and returns at once; a
-// failure to record it is logged when it happens, with the GUID, and
-// leaves the row SENT for resolve --stale-sent. Shutdown and Close wait
-// for every queued outcome (no SENT row is left by a clean stop).
+// finishLater queues an owned request's outcome and returns at once, or
+// within LedgerTimeout if the ledger's queue is full; a failure to record
+// it is logged when it happens, with the GUID, and leaves the row SENT for
+// resolve --stale-sent. Shutdown and Close wait for every queued outcome
+// (no SENT row is left by a clean stop).
 func (s *Server) finishLater(st *frameState, remote string, src generated.Source, out []byte) {
 	guid, tx := st.guid, st.tx.Code
 	notRecorded := func(err error) {
@@ -264,7 +265,9 @@ func (s *Server) finishLater(st *frameState, remote string, src generated.Source
 			"remote", remote, "guid", guid, "tx", tx, "rsp", string(src.Code()), "err", err)
 	}
 	s.recording.add()
-	err := s.ledger.FinishLater(st.hdr.GUID, ledger.State(src.LedgerState()), string(src.Code()), out, func(err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
+	defer cancel()
+	err := s.ledger.FinishLater(ctx, st.hdr.GUID, ledger.State(src.LedgerState()), string(src.Code()), out, func(err error) {
 		if err == nil {
 			s.recording.done()
 			return

@@ -16,9 +16,10 @@ type Ledger interface {
 	Finish(ctx context.Context, guid string, to ledger.State, rspCode string, response []byte) error
 	// FinishLater is Finish without the wait: it queues the outcome
 	// (copying response) and calls then with the result once it is
-	// committed or has failed. then must be quick. If FinishLater returns
-	// an error nothing was queued and then is not called.
-	FinishLater(guid string, to ledger.State, rspCode string, response []byte, then func(error)) error
+	// committed or has failed. then must be quick. ctx bounds the wait
+	// for room in a full queue. If FinishLater returns an error nothing
+	// was queued and then is not called.
+	FinishLater(ctx context.Context, guid string, to ledger.State, rspCode string, response []byte, then func(error)) error
 }
 
 // recordings counts the outcomes queued with FinishLater whose results

@@ -568,7 +568,7 @@ func (b *brokenLedger) Finish(ctx context.Context, guid string, to ledger.State,
 
 // FinishLater reports the result from another goroutine, as the ledger's
 // writer does, and only then signals finished.
-func (b *brokenLedger) FinishLater(guid string, to ledger.State, rspCode string, response []byte, then func(error)) error {
+func (b *brokenLedger) FinishLater(ctx context.Context, guid string, to ledger.State, rspCode string, response []byte, then func(error)) error {
 	go func() {
 		then(b.finishErr)
 		b.finished <- rspCode
