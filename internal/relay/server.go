@@ -274,7 +274,8 @@ func (s *Server) beginStop() []*conn {
 }
 
 // Shutdown stops the server gracefully: it stops accepting, closes idle
-// connections, and waits for the frames in flight to be answered. If ctx
+// connections, and waits for the frames in flight to be answered and for
+// every outcome answered to be recorded. If ctx
 // ends first, it cancels the remaining core calls (each is classified and
 // recorded as any failed call), closes every connection, waits for their
 // goroutines to finish, and returns ctx's error.
@@ -323,7 +324,8 @@ func (s *Server) WaitRecorded() { s.recording.wait() }
 
 // Close stops the server at once: it stops accepting, cancels core calls in
 // flight (classified and recorded as failed calls) and closes every
-// connection, then waits for the connection goroutines to end.
+// connection, then waits for the connection goroutines to end and for
+// every outcome answered to be recorded.
 func (s *Server) Close() error {
 	s.beginStop()
 	s.hardStop()
