@@ -590,6 +590,7 @@ func TestLedgerFinishErrorStillAnswersTheOutcome(t *testing.T) {
 	e := startEnv(t, envConfig{core: simCore(0), ledgerOverride: bl})
 	assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
 	assert.Equal(t, <-bl.finished, string(generated.RspHTTP200))
+	e.srv.WaitRecorded() // the failure is logged before the recording counts as over
 	assert.Assert(t, strings.Contains(e.log.String(), "row stays SENT"))
 }
 
