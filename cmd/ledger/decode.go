@@ -7,16 +7,12 @@ import (
 	"lhrelay/internal/ledger"
 )
 
-// rowDetail is a ledger row with its frames decoded, for show.
+// rowDetail is a ledger row with its frames decoded, for show: list's
+// columns, then the frames.
 type rowDetail struct {
-	GUID      string       `json:"guid"`
-	TxCode    string       `json:"txCode"`
-	State     string       `json:"state"`
-	RspCode   string       `json:"rspCode"`
-	Attempts  int          `json:"attempts"`
-	UpdatedAt string       `json:"updatedAt"`
-	Request   *frameDetail `json:"request"`
-	Response  *frameDetail `json:"response"`
+	listRow
+	Request  *frameDetail `json:"request"`
+	Response *frameDetail `json:"response"`
 }
 
 // frameDetail is one stored frame decoded field by field through the
@@ -37,11 +33,7 @@ type field struct {
 }
 
 func describeRow(r ledger.Row) rowDetail {
-	d := rowDetail{
-		GUID: r.GUID, TxCode: r.TxCode, State: string(r.State), RspCode: r.RspCode,
-		Attempts: r.Attempts, UpdatedAt: formatTime(r.UpdatedAt),
-		Request: decodeFrame("request", r.Request, true),
-	}
+	d := rowDetail{listRow: summarize(r), Request: decodeFrame("request", r.Request, true)}
 	if len(r.Response) > 0 {
 		d.Response = decodeFrame("response", r.Response, false)
 	}

@@ -153,6 +153,11 @@ type listRow struct {
 	UpdatedAt string `json:"updatedAt"`
 }
 
+// summarize gives a row's columns as list prints them.
+func summarize(r ledger.Row) listRow {
+	return listRow{r.GUID, r.TxCode, string(r.State), r.RspCode, r.Attempts, formatTime(r.UpdatedAt)}
+}
+
 // listWriter prints list's rows one by one: a JSON array, or text in
 // fixed-width columns (a GUID is 32 characters, a TX_CODE 8, a state at
 // most 8), so nothing has to be held to align them.
@@ -169,7 +174,7 @@ func newListWriter(out io.Writer, asJSON bool) *listWriter {
 }
 
 func (w *listWriter) row(r ledger.Row) error {
-	lr := listRow{r.GUID, r.TxCode, string(r.State), r.RspCode, r.Attempts, formatTime(r.UpdatedAt)}
+	lr := summarize(r)
 	switch {
 	case w.asJSON:
 		b, err := json.MarshalIndent(lr, "  ", "  ")
