@@ -260,14 +260,10 @@ func (s *Server) finish(guid string, src generated.Source, out []byte) error {
 // (no SENT row is left by a clean stop).
 func (s *Server) finishLater(st *frameState, remote string, src generated.Source, out []byte) {
 	guid, tx := st.guid, st.tx.Code
-	notRecorded := func(err error) {
-		s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent",
-			"remote", remote, "guid", guid, "tx", tx, "rsp", string(src.Code()), "err", err)
-	}
 	s.recording.add()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
 	defer cancel()
-	err := s.ledger.FinishLater(ctx, st.hdr.GUID, ledger.State(src.LedgerState()), string(src.Code()), out, func(err error) {
+	err := s.ledger.FinishLater(ctx, guid, ledger.State(src.LedgerState()), string(src.Code()), out, func(err error) {
 		if err == nil {
 			s.recording.done()
 			return
@@ -275,7 +271,7 @@ func (s *Server) finishLater(st *frameState, remote string, src generated.Source
 		// This runs on the ledger's writer goroutine, which must not wait
 		// for a log sink.
 		go func() {
-			notRecorded(err)
+			s.logNotRecorded(remote, guid, tx, src, err)
 			s.recording.done()
 		}()
 	})
@@ -283,8 +279,14 @@ func (s *Server) finishLater(st *frameState, remote string, src generated.Source
 		s.recording.done()
 		st.err = errors.Join(st.err, err)
 		st.state = ledger.StateSent
-		notRecorded(err)
+		s.logNotRecorded(remote, guid, tx, src, err)
 	}
+}
+
+// logNotRecorded logs an answered outcome the ledger did not record.
+func (s *Server) logNotRecorded(remote, guid, tx string, src generated.Source, err error) {
+	s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent",
+		"remote", remote, "guid", guid, "tx", tx, "rsp", string(src.Code()), "err", err)
 }
 
 // reject answers a frame that is not processed (E101, E102). The answer is
