@@ -64,7 +64,7 @@ func (tl *testLedger) seed(state ledger.State, code generated.RspCode, age time.
 		}
 		rsp, err := wire.AppendResponse(nil, &h, code, body, time.Now())
 		assert.NilError(t, err)
-		assert.NilError(t, tl.l.Finish(ctx, guid, state, string(code), rsp))
+		assert.NilError(t, tl.l.Finish(ctx, guid, ledger.Outcome{State: state, RspCode: string(code), Response: rsp}))
 	}
 	tl.age(guid, age)
 	return guid

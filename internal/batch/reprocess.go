@@ -11,6 +11,7 @@ import (
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/outcome"
 	"lhrelay/internal/wire"
 )
 
@@ -101,9 +102,9 @@ func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row
 		return "", err
 	}
 	res := core.Call(ctx, tx, row.GUID, req)
-	out, src := corecall.Answer(nil, &h, res, cfg.Now)
-	if err := l.Finish(context.WithoutCancel(ctx), row.GUID, ledger.State(src.LedgerState()), string(src.Code()), out); err != nil {
-		return "", fmt.Errorf("recording %s: %w (the row stays SENT for resolve --stale-sent)", src.Code(), err)
+	rec, _ := outcome.OfCall(nil, &h, res, cfg.Now)
+	if err := l.Finish(context.WithoutCancel(ctx), row.GUID, rec); err != nil {
+		return "", fmt.Errorf("recording %s: %w (the row stays SENT for resolve --stale-sent)", rec.RspCode, err)
 	}
-	return string(src.Code()), nil
+	return rec.RspCode, nil
 }

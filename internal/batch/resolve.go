@@ -11,6 +11,7 @@ import (
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/outcome"
 	"lhrelay/internal/wire"
 )
 
@@ -99,19 +100,19 @@ func resolveRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, ro
 	if err != nil {
 		return "unreachable", err
 	}
-	to, code, outcome := ledger.StateFailed, generated.SourceConnectFail.Code(), "failed"
+	src, result := generated.SourceConnectFail, "failed"
 	var rspBody generated.ResponseBody
 	if found {
-		to, code, outcome = ledger.StateDone, generated.SourceHTTP200.Code(), "done"
+		src, result = generated.SourceHTTP200, "done"
 		rspBody = body
 	}
-	rsp, err := wire.AppendResponse(nil, &h, code, rspBody, now)
+	rsp, err := wire.AppendResponse(nil, &h, src.Code(), rspBody, now)
 	if err != nil {
 		return "unreachable", fmt.Errorf("building the response frame: %w", err)
 	}
-	err = l.Transition(ctx, row.GUID, row.State, to, string(code), rsp)
+	err = l.Transition(ctx, row.GUID, row.State, outcome.Of(src, rsp))
 	if errors.Is(err, ledger.ErrStateChanged) {
 		return "skipped", nil
 	}
-	return outcome, err
+	return result, err
 }

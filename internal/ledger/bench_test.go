@@ -61,7 +61,7 @@ func benchClaimFinish(b *testing.B, channels int) {
 					err = fmt.Errorf("claim %s: %v", r.GUID, c.Outcome)
 				}
 				if err == nil {
-					err = l.Finish(ctx, r.GUID, StateDone, codeOK, resp)
+					err = l.Finish(ctx, r.GUID, Outcome{State: StateDone, RspCode: codeOK, Response: resp})
 				}
 				if err != nil {
 					failed.Store(err)

@@ -156,8 +156,8 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 // requires one: it is what a retry gets replayed). If the
 // row is not SENT (or missing) nothing changes and the error is a
 // *StateError matching ErrStateChanged.
-func (l *Ledger) Finish(ctx context.Context, guid string, to State, rspCode string, response []byte) error {
-	run, err := finishOp(guid, to, rspCode, response)
+func (l *Ledger) Finish(ctx context.Context, guid string, o Outcome) error {
+	run, err := finishOp(guid, o)
 	if err == nil {
 		err = l.do(ctx, run)
 	}
@@ -180,8 +180,9 @@ func (l *Ledger) Finish(ctx context.Context, guid string, to State, rspCode stri
 // It is for an answer that does not depend on the outcome being recorded
 // (the relay's 0000, E901 and E902; see its package comment): the caller
 // can answer while the commit is on its way.
-func (l *Ledger) FinishLater(ctx context.Context, guid string, to State, rspCode string, response []byte, then func(error)) error {
-	run, err := finishOp(guid, to, rspCode, bytes.Clone(response))
+func (l *Ledger) FinishLater(ctx context.Context, guid string, o Outcome, then func(error)) error {
+	o.Response = bytes.Clone(o.Response)
+	run, err := finishOp(guid, o)
 	if err == nil {
 		err = l.enqueue(ctx, run, func(err error) {
 			if err != nil {
@@ -197,13 +198,13 @@ func (l *Ledger) FinishLater(ctx context.Context, guid string, to State, rspCode
 }
 
 // finishOp checks an outcome and returns its transition SENT → to.
-func finishOp(guid string, to State, rspCode string, response []byte) (func(tx *sql.Tx) error, error) {
-	switch to {
+func finishOp(guid string, o Outcome) (func(tx *sql.Tx) error, error) {
+	switch o.State {
 	case StateDone, StateUnknown, StateFailed:
 	default:
-		return nil, fmt.Errorf("cannot finish to state %q", to)
+		return nil, fmt.Errorf("cannot finish to state %q", o.State)
 	}
-	return transitionOp(guid, StateSent, to, rspCode, response)
+	return transitionOp(guid, StateSent, o)
 }
 
 // Transition moves a row from one state to another in one conditional
@@ -212,33 +213,29 @@ func finishOp(guid string, to State, rspCode string, response []byte) (func(tx *
 // for the batch commands (resolve: UNKNOWN or stale SENT → DONE or FAILED).
 // If the row is not in from (or missing) nothing changes and the error is a
 // *StateError matching ErrStateChanged.
-func (l *Ledger) Transition(ctx context.Context, guid string, from, to State, rspCode string, response []byte) error {
-	if !from.Valid() || !to.Valid() {
-		return fmt.Errorf("ledger: transition %s: invalid state %q → %q", guid, from, to)
+func (l *Ledger) Transition(ctx context.Context, guid string, from State, o Outcome) error {
+	if !from.Valid() || !o.State.Valid() {
+		return fmt.Errorf("ledger: transition %s: invalid state %q → %q", guid, from, o.State)
 	}
-	if err := l.transition(ctx, guid, from, to, rspCode, response); err != nil {
-		return fmt.Errorf("ledger: transition %s %s→%s: %w", guid, from, to, err)
+	run, err := transitionOp(guid, from, o)
+	if err == nil {
+		err = l.do(ctx, run)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: transition %s %s→%s: %w", guid, from, o.State, err)
 	}
 	return nil
 }
 
-func (l *Ledger) transition(ctx context.Context, guid string, from, to State, rspCode string, response []byte) error {
-	run, err := transitionOp(guid, from, to, rspCode, response)
-	if err != nil {
-		return err
-	}
-	return l.do(ctx, run)
-}
-
 // transitionOp returns the writer operation for one conditional transition.
-func transitionOp(guid string, from, to State, rspCode string, response []byte) (func(tx *sql.Tx) error, error) {
-	if to == StateDone && len(response) == 0 {
+func transitionOp(guid string, from State, o Outcome) (func(tx *sql.Tx) error, error) {
+	if o.State == StateDone && len(o.Response) == 0 {
 		// A DONE row is answered by replaying its response: without one
 		// every retry of this GUID would fail.
 		return nil, errors.New("a DONE row needs its response frame")
 	}
 	return func(tx *sql.Tx) error {
-		res, err := tx.Exec(sqlTransition, string(to), rspCode, response, guid, string(from))
+		res, err := tx.Exec(sqlTransition, string(o.State), o.RspCode, o.Response, guid, string(from))
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}

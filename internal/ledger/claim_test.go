@@ -243,7 +243,7 @@ func TestFinish(t *testing.T) {
 	seed(t, l, r, StateSent, "")
 
 	resp := responseFrame(r.GUID, codeOK)
-	assert.NilError(t, l.Finish(ctx, r.GUID, StateDone, codeOK, resp))
+	assert.NilError(t, l.Finish(ctx, r.GUID, Outcome{State: StateDone, RspCode: codeOK, Response: resp}))
 	row, err := l.Get(ctx, r.GUID)
 	assert.NilError(t, err)
 	assert.Equal(t, row.State, StateDone)
@@ -251,7 +251,7 @@ func TestFinish(t *testing.T) {
 	assert.DeepEqual(t, row.Response, resp)
 
 	// The row is no longer SENT: a second Finish changes nothing.
-	err = l.Finish(ctx, r.GUID, StateUnknown, codeTimeout, nil)
+	err = l.Finish(ctx, r.GUID, Outcome{State: StateUnknown, RspCode: codeTimeout})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	var se *StateError
 	assert.Assert(t, errors.As(err, &se))
@@ -263,13 +263,13 @@ func TestFinish(t *testing.T) {
 	assert.DeepEqual(t, row2, row)
 
 	// Missing row: ErrStateChanged and ErrNotFound.
-	err = l.Finish(ctx, newGUID(), StateDone, codeOK, resp)
+	err = l.Finish(ctx, newGUID(), Outcome{State: StateDone, RspCode: codeOK, Response: resp})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	assert.Check(t, errors.Is(err, ErrNotFound))
 
 	// Finishing to SENT or to a bogus state is a programming error.
-	assert.ErrorContains(t, l.Finish(ctx, r.GUID, StateSent, "", nil), "cannot finish")
-	assert.ErrorContains(t, l.Finish(ctx, r.GUID, "BOGUS", "", nil), "cannot finish")
+	assert.ErrorContains(t, l.Finish(ctx, r.GUID, Outcome{State: StateSent, RspCode: ""}), "cannot finish")
+	assert.ErrorContains(t, l.Finish(ctx, r.GUID, Outcome{State: "BOGUS", RspCode: ""}), "cannot finish")
 }
 
 func TestTransitionIsConditional(t *testing.T) {
@@ -279,16 +279,16 @@ func TestTransitionIsConditional(t *testing.T) {
 	seed(t, l, r, StateUnknown, codeTimeout)
 
 	resp := responseFrame(r.GUID, codeOK)
-	err := l.Transition(ctx, r.GUID, StateFailed, StateDone, codeOK, resp)
+	err := l.Transition(ctx, r.GUID, StateFailed, Outcome{State: StateDone, RspCode: codeOK, Response: resp})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	var se *StateError
 	assert.Assert(t, errors.As(err, &se))
 	assert.Equal(t, se.Found, StateUnknown)
 
 	// DONE without a response frame would make every retry fail.
-	assert.ErrorContains(t, l.Transition(ctx, r.GUID, StateUnknown, StateDone, codeOK, nil), "needs its response")
+	assert.ErrorContains(t, l.Transition(ctx, r.GUID, StateUnknown, Outcome{State: StateDone, RspCode: codeOK}), "needs its response")
 
-	assert.NilError(t, l.Transition(ctx, r.GUID, StateUnknown, StateDone, codeOK, resp))
+	assert.NilError(t, l.Transition(ctx, r.GUID, StateUnknown, Outcome{State: StateDone, RspCode: codeOK, Response: resp}))
 	row, err := l.Get(ctx, r.GUID)
 	assert.NilError(t, err)
 	assert.Equal(t, row.State, StateDone)
@@ -296,10 +296,10 @@ func TestTransitionIsConditional(t *testing.T) {
 	assert.DeepEqual(t, row.Response, resp)
 
 	// A second resolver racing the first finds it settled.
-	err = l.Transition(ctx, r.GUID, StateUnknown, StateFailed, codeNoConnect, nil)
+	err = l.Transition(ctx, r.GUID, StateUnknown, Outcome{State: StateFailed, RspCode: codeNoConnect})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 
-	assert.ErrorContains(t, l.Transition(ctx, r.GUID, StateDone, "BOGUS", "", nil), "invalid state")
+	assert.ErrorContains(t, l.Transition(ctx, r.GUID, StateDone, Outcome{State: "BOGUS", RspCode: ""}), "invalid state")
 }
 
 func TestReclaim(t *testing.T) {
@@ -321,7 +321,7 @@ func TestReclaim(t *testing.T) {
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 
 	// ReclaimBelow enforces the attempts limit in the same statement.
-	assert.NilError(t, l.Finish(ctx, r.GUID, StateFailed, codeNoConnect, nil))
+	assert.NilError(t, l.Finish(ctx, r.GUID, Outcome{State: StateFailed, RspCode: codeNoConnect}))
 	_, err = l.ReclaimBelow(ctx, r.GUID, 2)
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	assert.ErrorContains(t, err, "attempts limit 2")

@@ -89,7 +89,7 @@ func TestManyChannelsAndABatchCommand(t *testing.T) {
 					errCh <- errors.New("not owned: " + c.Outcome.String())
 					continue
 				}
-				if err := relay.Finish(ctx, r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK)); err != nil {
+				if err := relay.Finish(ctx, r.GUID, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}); err != nil {
 					errCh <- err
 				}
 			}
@@ -100,7 +100,7 @@ func TestManyChannelsAndABatchCommand(t *testing.T) {
 		defer wg.Done()
 		<-start
 		for _, g := range unknownGUIDs {
-			if err := batch.Transition(ctx, g, StateUnknown, StateDone, codeOK, responseFrame(g, codeOK)); err != nil {
+			if err := batch.Transition(ctx, g, StateUnknown, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(g, codeOK)}); err != nil {
 				errCh <- err
 			}
 		}

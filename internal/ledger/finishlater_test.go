@@ -14,7 +14,7 @@ import (
 func later(t *testing.T, l *Ledger, guid string, to State, code string, resp []byte) <-chan error {
 	t.Helper()
 	res := make(chan error, 1)
-	assert.NilError(t, l.FinishLater(context.Background(), guid, to, code, resp, func(err error) { res <- err }))
+	assert.NilError(t, l.FinishLater(context.Background(), guid, Outcome{State: to, RspCode: code, Response: resp}, func(err error) { res <- err }))
 	return res
 }
 
@@ -88,11 +88,11 @@ func TestFinishLaterRefused(t *testing.T) {
 
 	// Nothing is queued, and then is not called, for a state Finish does
 	// not take or a DONE without its response.
-	assert.ErrorContains(t, l.FinishLater(ctx, r.GUID, StateSent, "", nil, never), "cannot finish")
-	assert.ErrorContains(t, l.FinishLater(ctx, r.GUID, StateDone, codeOK, nil, never), "needs its response")
+	assert.ErrorContains(t, l.FinishLater(ctx, r.GUID, Outcome{State: StateSent, RspCode: ""}, never), "cannot finish")
+	assert.ErrorContains(t, l.FinishLater(ctx, r.GUID, Outcome{State: StateDone, RspCode: codeOK}, never), "needs its response")
 
 	assert.NilError(t, l.Close())
-	err := l.FinishLater(ctx, r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK), never)
+	err := l.FinishLater(ctx, r.GUID, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}, never)
 	assert.Check(t, errors.Is(err, ErrClosed))
 }
 
@@ -153,7 +153,7 @@ func TestFinishLaterFullQueue(t *testing.T) {
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	err := l.FinishLater(short, late.GUID, StateDone, codeOK, responseFrame(late.GUID, codeOK), func(err error) {
+	err := l.FinishLater(short, late.GUID, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(late.GUID, codeOK)}, func(err error) {
 		t.Errorf("then called for an outcome that was not queued: %v", err)
 	})
 	assert.Check(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)

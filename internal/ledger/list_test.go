@@ -253,7 +253,7 @@ SELECT printf('%032x', i), 'BKTR0001', CASE WHEN i <= 12 THEN 'DONE' ELSE 'UNKNO
 	got = got[:0]
 	assert.NilError(t, l.Scan(ctx, done, func(r Row) error {
 		if r.GUID == g(1) {
-			assert.NilError(t, l.Transition(ctx, g(11), StateDone, StateFailed, codeNoConnect, nil))
+			assert.NilError(t, l.Transition(ctx, g(11), StateDone, Outcome{State: StateFailed, RspCode: codeNoConnect}))
 		}
 		got = append(got, r.GUID)
 		return nil

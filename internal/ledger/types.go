@@ -90,6 +90,17 @@ type Request struct {
 	Body []byte
 }
 
+// Outcome is what became of a request, as its row records it: the state it
+// moves to, the response code, and the response frame as sent (stored
+// NULL when nil; a DONE row needs one, since retries replay it). The relay,
+// reprocess and resolve build it in one place (package outcome) and hand it
+// to Finish, FinishLater or Transition.
+type Outcome struct {
+	State    State
+	RspCode  string
+	Response []byte
+}
+
 // Claim is the result of (*Ledger).Claim.
 type Claim struct {
 	Outcome ClaimOutcome

@@ -11,6 +11,7 @@ import (
 	"lhrelay/internal/fixedwidth"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/outcome"
 	"lhrelay/internal/wire"
 )
 
@@ -171,7 +172,8 @@ func (c *conn) process(st *frameState) []byte {
 	s.at(stageCalling)
 	res := s.core.Send(s.base, call)
 
-	out, src := corecall.Answer(c.out[:0], &st.hdr, res, s.now())
+	rec, src := outcome.OfCall(c.out[:0], &st.hdr, res, s.now())
+	out := rec.Response
 	if src != res.Source {
 		res.Err = errors.Join(res.Err, fmt.Errorf("%s answer could not be framed; answering %s", res.Source.Code(), src.Code()))
 	}
@@ -250,7 +252,7 @@ func (c *conn) record(st *frameState, src generated.Source, out []byte) []byte {
 func (s *Server) finish(guid string, src generated.Source, out []byte) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
 	defer cancel()
-	return s.ledger.Finish(ctx, guid, ledger.State(src.LedgerState()), string(src.Code()), out)
+	return s.ledger.Finish(ctx, guid, outcome.Of(src, out))
 }
 
 // finishLater queues an owned request's outcome and returns at once, or
@@ -263,7 +265,7 @@ func (s *Server) finishLater(st *frameState, remote string, src generated.Source
 	s.recording.add()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
 	defer cancel()
-	err := s.ledger.FinishLater(ctx, guid, ledger.State(src.LedgerState()), string(src.Code()), out, func(err error) {
+	err := s.ledger.FinishLater(ctx, guid, outcome.Of(src, out), func(err error) {
 		if err == nil {
 			s.recording.done()
 			return

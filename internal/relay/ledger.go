@@ -13,13 +13,13 @@ type Ledger interface {
 	// Claim takes the GUID for a validated request, or says why not.
 	Claim(ctx context.Context, r ledger.Request) (ledger.Claim, error)
 	// Finish records the outcome of an owned request: SENT → to.
-	Finish(ctx context.Context, guid string, to ledger.State, rspCode string, response []byte) error
+	Finish(ctx context.Context, guid string, o ledger.Outcome) error
 	// FinishLater is Finish without the wait: it queues the outcome
 	// (copying response) and calls then with the result once it is
 	// committed or has failed. then must be quick. ctx bounds the wait
 	// for room in a full queue. If FinishLater returns an error nothing
 	// was queued and then is not called.
-	FinishLater(ctx context.Context, guid string, to ledger.State, rspCode string, response []byte, then func(error)) error
+	FinishLater(ctx context.Context, guid string, o ledger.Outcome, then func(error)) error
 }
 
 // recordings counts the outcomes queued with FinishLater whose results

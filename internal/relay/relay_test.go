@@ -561,17 +561,17 @@ func (b *brokenLedger) Claim(ctx context.Context, r ledger.Request) (ledger.Clai
 	return ledger.Claim{Outcome: ledger.Owned, Attempts: 1}, nil
 }
 
-func (b *brokenLedger) Finish(ctx context.Context, guid string, to ledger.State, rspCode string, response []byte) error {
-	b.finished <- rspCode
+func (b *brokenLedger) Finish(ctx context.Context, guid string, o ledger.Outcome) error {
+	b.finished <- o.RspCode
 	return b.finishErr
 }
 
 // FinishLater reports the result from another goroutine, as the ledger's
 // writer does, and only then signals finished.
-func (b *brokenLedger) FinishLater(ctx context.Context, guid string, to ledger.State, rspCode string, response []byte, then func(error)) error {
+func (b *brokenLedger) FinishLater(ctx context.Context, guid string, o ledger.Outcome, then func(error)) error {
 	go func() {
 		then(b.finishErr)
-		b.finished <- rspCode
+		b.finished <- o.RspCode
 	}()
 	return nil
 }

@@ -1,4 +1,4 @@
-package corecall_test
+package outcome_test
 
 import (
 	"testing"
@@ -8,9 +8,13 @@ import (
 
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/outcome"
 )
 
-func TestAnswer(t *testing.T) {
+const guid = "0123456789abcdef0123456789abcdef"
+
+func TestOfCall(t *testing.T) {
 	now := time.Date(2026, 11, 29, 10, 30, 0, 0, time.UTC)
 	req := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129100000"}
 	good := &generated.BKTR0001Response{CoreTxid: "T1", Balance: 5, PostedAt: "20261129103000"}
@@ -29,7 +33,10 @@ func TestAnswer(t *testing.T) {
 		{"header that does not encode", generated.Header{TxCode: "BKTR0001", GUID: "nothex", SrcOrg: "081", DstOrg: "999"}, corecall.Result{Source: generated.SourceConnectFail}, generated.SourceConnectFail, generated.HeaderLen},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, src := corecall.Answer([]byte("x"), &tc.req, tc.res, now)
+			rec, src := outcome.OfCall([]byte("x"), &tc.req, tc.res, now)
+			out := rec.Response
+			assert.Equal(t, rec.RspCode, string(tc.want.Code()))
+			assert.Equal(t, rec.State, ledger.State(tc.want.LedgerState()))
 			assert.Equal(t, src, tc.want)
 			assert.Equal(t, string(out[:1]), "x", "appends")
 			out = out[1:]
