@@ -62,13 +62,22 @@ func emitHeader(l *Layouts) *File {
 	c.emitDecode(f, "HeaderLen", "Decode reads the header from the first HeaderLen bytes of a frame and checks every field against its kind.")
 	c.emitAppend(f, "AppendTo appends the header to dst, writing Len as the length prefix. It refuses a value that does not fit its field.")
 
-	docComment(f, "BodyEncoder is a body that can append its fixed-width form.")
-	f.Type().Id("BodyEncoder").Interface(Id("AppendTo").Params(Index().Byte()).Params(Index().Byte(), Error()))
+	docComment(f, "BodyEncoder is a body that can append its fixed-width form, and says")
+	docComment(f, "which transaction's frames, and which FLAG, it belongs in.")
+	f.Type().Id("BodyEncoder").Interface(
+		Id("AppendTo").Params(Index().Byte()).Params(Index().Byte(), Error()),
+		Id("TxCode").Params().String(),
+		Id("Flag").Params().String(),
+	)
 
 	docComment(f, "AppendFrame appends a whole frame: the header with LEN computed from the")
-	docComment(f, "body, then the body (nil for an empty body). h is not modified.")
+	docComment(f, "body, then the body (nil for an empty body). h is not modified. It refuses")
+	docComment(f, "a body of another transaction than h's TX_CODE, or of the other FLAG.")
 	f.Func().Id("AppendFrame").Params(Id("dst").Index().Byte(), Id("h").Op("*").Id("Header"), Id("body").Id("BodyEncoder")).
 		Params(Index().Byte(), Error()).Block(
+		If(Id("body").Op("!=").Nil().Op("&&").Parens(Id("body").Dot("TxCode").Call().Op("!=").Id("h").Dot("TxCode").Op("||").Id("body").Dot("Flag").Call().Op("!=").Id("h").Dot("Flag"))).Block(
+			Return(Id("dst"), Qual("fmt", "Errorf").Call(Lit("a %s body with FLAG %q does not go in a %s frame with FLAG %q"), Id("body").Dot("TxCode").Call(), Id("body").Dot("Flag").Call(), Id("h").Dot("TxCode"), Id("h").Dot("Flag"))),
+		),
 		Id("start").Op(":=").Len(Id("dst")),
 		Id("hdr").Op(":=").Op("*").Id("h"),
 		Id("hdr").Dot("Len").Op("=").Lit(0),

@@ -162,11 +162,19 @@ func emitRegistry(l *Layouts) *File {
 		Id("Set").Params(Id("key"), Id("value").String()).Error(),
 		Comment("Fields lists the values in layout order."),
 		Id("Fields").Params().Index().Id("FieldValue"),
+		Comment("TxCode is the TX_CODE of the transaction the body belongs to."),
+		Id("TxCode").Params().String(),
+		Comment("Flag is the header FLAG of the frames the body travels in."),
+		Id("Flag").Params().String(),
 	}
 	docComment(f, "RequestBody is the typed request body of a registered transaction.")
 	f.Type().Id("RequestBody").Interface(append(bodyMethods,
 		Comment("CorePath is the path of the core call with the request's values filled in."),
 		Id("CorePath").Params().Params(String(), Error()),
+		Comment("LookupPath is the path of the lookup that settles an unknown outcome"),
+		Comment("of the request with header GUID guid; ErrNoLookup for a transaction"),
+		Comment("settled without one (Settle is SettleAsNotPosted)."),
+		Id("LookupPath").Params(Id("guid").String()).Params(String(), Error()),
 		Comment("CoreJSON is the request in the core's JSON."),
 		Id("CoreJSON").Params(Id("guid").String()).Params(Index().Byte(), Error()),
 		Comment("FromCoreJSON sets the request from the core's JSON and returns its guid."),
@@ -180,6 +188,37 @@ func emitRegistry(l *Layouts) *File {
 		Id("FromCoreJSON").Params(Id("data").Index().Byte()).Error(),
 	)...)
 
+	docComment(f, "Settlement is how a transaction's unknown outcome (E901, or a SENT row")
+	docComment(f, "orphaned by a relay that died) is settled (SPEC §2, §7).")
+	f.Type().Id("Settlement").Int()
+	f.Const().Defs(
+		Comment("SettleByLookup: ask the core with the transaction's lookup GET; 200"),
+		Comment("means posted, 404 never posted, anything else that it cannot tell yet."),
+		Id("SettleByLookup").Id("Settlement").Op("=").Iota().Op("+").Lit(1),
+		Comment("SettleAsNotPosted: a read (layout: lookup none), which changes"),
+		Comment("nothing in the core; settled as never posted without asking, since"),
+		Comment("sending it again is harmless."),
+		Id("SettleAsNotPosted"),
+	)
+	docComment(f, "ErrNoLookup is LookupPath's error for a transaction settled without a lookup.")
+	f.Var().Id("ErrNoLookup").Op("=").Qual("errors", "New").Call(Lit("the transaction declares lookup none: it is settled without asking the core"))
+
+	docComment(f, "FieldSpec describes one request field for a channel client: what to")
+	docComment(f, "send when the caller gives no value.")
+	f.Type().Id("FieldSpec").Struct(
+		Id("Name").String().Comment("layout name, e.g. WD_ACCT"),
+		Id("JSON").String().Comment("the core's JSON key, which Set takes"),
+		Comment("Default is the layout's default= value, in the form Set takes;"),
+		Comment("HasDefault is false when the layout declares none."),
+		Id("Default").String(),
+		Id("HasDefault").Bool(),
+		Comment("VaryMin..VaryMax is the layout's vary= range, from which a load"),
+		Comment("client draws each frame's value; Vary is false when it declares none."),
+		Id("VaryMin").Int64(),
+		Id("VaryMax").Int64(),
+		Id("Vary").Bool(),
+	)
+
 	docComment(f, "Transaction is one registered transaction code and how it reaches the core.")
 	f.Type().Id("Transaction").Struct(
 		Id("Code").String().Comment("TX_CODE"),
@@ -192,6 +231,12 @@ func emitRegistry(l *Layouts) *File {
 		Comment("StatusSources maps core HTTP statuses this transaction answers"),
 		Comment("differently from the default rules of SPEC §5."),
 		Id("StatusSources").Map(Int()).Id("Source"),
+		Comment("Settle is how an unknown outcome is settled; LookupPath is the"),
+		Comment("lookup's path template (empty with SettleAsNotPosted)."),
+		Id("Settle").Id("Settlement"),
+		Id("LookupPath").String(),
+		Comment("RequestFields describes the request body's fields in layout order."),
+		Id("RequestFields").Index().Id("FieldSpec"),
 		Id("NewRequest").Func().Params().Id("RequestBody"),
 		Id("NewResponse").Func().Params().Id("ResponseBody"),
 	)
@@ -216,6 +261,9 @@ func emitRegistry(l *Layouts) *File {
 				Id("RequestLen").Op(":").Id(tx.Code+"RequestLen"),
 				Id("ResponseLen").Op(":").Id(tx.Code+"ResponseLen"),
 				Id("StatusSources").Op(":").Add(statuses),
+				Id("Settle").Op(":").Id(settleConst(tx)),
+				Id("LookupPath").Op(":").Lit(tx.Lookup.Path),
+				Id("RequestFields").Op(":").Add(fieldSpecs(tx.Request.Fields)),
 				Id("NewRequest").Op(":").Func().Params().Id("RequestBody").Block(Return(New(Id(tx.Code+"Request")))),
 				Id("NewResponse").Op(":").Func().Params().Id("ResponseBody").Block(Return(New(Id(tx.Code+"Response")))),
 			)
@@ -235,6 +283,20 @@ func emitRegistry(l *Layouts) *File {
 		}),
 		Return(Nil(), False()),
 	)
+	def := l.Txs[0]
+	for _, tx := range l.Txs {
+		if tx.ClientDefault {
+			def = tx
+		}
+	}
+	docComment(f, "ClientDefault is the transaction a channel client sends when none is named:")
+	if def.ClientDefault {
+		docComment(f, "the one whose layout says client default.")
+	} else {
+		docComment(f, "no layout says client default, so the first by code.")
+	}
+	f.Func().Id("ClientDefault").Params().Op("*").Id("Transaction").Block(Return(Op("&").Id(strings.ToLower(def.Code))))
+
 	docComment(f, "Transactions lists every registered transaction, ordered by code.")
 	f.Func().Id("Transactions").Params().Index().Op("*").Id("Transaction").Block(
 		Return(Index().Op("*").Id("Transaction").CustomFunc(multiLine, func(g *Group) {
@@ -244,4 +306,27 @@ func emitRegistry(l *Layouts) *File {
 		})),
 	)
 	return f
+}
+
+func settleConst(tx *Transaction) string {
+	if tx.Lookup.None {
+		return "SettleAsNotPosted"
+	}
+	return "SettleByLookup"
+}
+
+// fieldSpecs emits the FieldSpec list of a request section.
+func fieldSpecs(fields []*Field) Code {
+	return Index().Id("FieldSpec").CustomFunc(multiLine, func(g *Group) {
+		for _, fd := range fields {
+			items := []Code{Id("Name").Op(":").Lit(fd.Name), Id("JSON").Op(":").Lit(fd.JSON)}
+			if fd.HasDefault {
+				items = append(items, Id("Default").Op(":").Lit(fd.Default), Id("HasDefault").Op(":").True())
+			}
+			if fd.Vary {
+				items = append(items, Id("VaryMin").Op(":").Lit(int(fd.VaryMin)), Id("VaryMax").Op(":").Lit(int(fd.VaryMax)), Id("Vary").Op(":").True())
+			}
+			g.Values(items...)
+		}
+	})
 }

@@ -35,9 +35,32 @@ func emitTransaction(l *Layouts, tx *Transaction) *File {
 		c.emitJSON(f, role == "request")
 		c.emitSet(f)
 		c.emitFields(f)
+		c.emitIdentity(f, tx.Code, role)
 	}
-	req.emitCorePath(f, tx)
+	req.emitPath(f, "CorePath", fmt.Sprintf("CorePath returns the path of the core call, %s %s, with the request's values filled in.", tx.Method, tx.Path), tx.Path, false)
+	if tx.Lookup.None {
+		docComment(f, fmt.Sprintf("LookupPath fails: %s declares lookup none (a read, settled as never posted without asking the core).", tx.Code))
+		f.Func().Params(Id("r").Op("*").Id(req.typ)).Id("LookupPath").Params(Id("guid").String()).Params(String(), Error()).Block(
+			Return(Lit(""), Id("ErrNoLookup")),
+		)
+	} else {
+		req.emitPath(f, "LookupPath", fmt.Sprintf("LookupPath returns the path of the lookup that settles an unknown outcome, GET %s, for the request with header GUID guid.", tx.Lookup.Path), tx.Lookup.Path, true)
+	}
 	return f
+}
+
+// emitIdentity emits TxCode and Flag: which transaction a body belongs to
+// and which header FLAG it travels with, so that AppendFrame can refuse a
+// body in another transaction's frame.
+func (c *codec) emitIdentity(f *File, code, role string) {
+	flag := "FlagRequest"
+	if role == "response" {
+		flag = "FlagResponse"
+	}
+	docComment(f, fmt.Sprintf("TxCode is %s: the TX_CODE of the frames this body travels in.", code))
+	f.Func().Params(Op("*").Id(c.typ)).Id("TxCode").Params().String().Block(Return(Lit(code)))
+	docComment(f, fmt.Sprintf("Flag is %s: this is a %s body.", flag, role))
+	f.Func().Params(Op("*").Id(c.typ)).Id("Flag").Params().String().Block(Return(Id(flag)))
 }
 
 // emitGuard emits a compile-time check that expr is zero: generated files
@@ -217,17 +240,22 @@ func (c *codec) emitFields(f *File) {
 	)
 }
 
-// emitCorePath emits CorePath(), the core URL path with the request's
-// values (code maps applied, path-escaped) in place of its {parameters}.
-func (c *codec) emitCorePath(f *File, tx *Transaction) {
-	docComment(f, fmt.Sprintf("CorePath returns the path of the core call, %s %s, with the request's values filled in.", tx.Method, tx.Path))
-	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("CorePath").Params().Params(String(), Error()).BlockFunc(func(g *Group) {
+// emitPath emits a method returning a core URL path: template with the
+// request's values (code maps applied, path-escaped) in place of its
+// {parameters}, and with withGUID the method's guid argument for {guid}.
+func (c *codec) emitPath(f *File, name, doc, template string, withGUID bool) {
+	docComment(f, doc)
+	params := []Code{}
+	if withGUID {
+		params = append(params, Id("guid").String())
+	}
+	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id(name).Params(params...).Params(String(), Error()).BlockFunc(func(g *Group) {
 		byKey := map[string]*Field{}
 		for _, fd := range c.fields {
 			byKey[fd.JSON] = fd
 		}
 		var parts []Code
-		rest := tx.Path
+		rest := template
 		for {
 			loc := pathParam.FindStringSubmatchIndex(rest)
 			if loc == nil {
@@ -236,7 +264,13 @@ func (c *codec) emitCorePath(f *File, tx *Transaction) {
 			if loc[0] > 0 {
 				parts = append(parts, Lit(rest[:loc[0]]))
 			}
-			fd := byKey[rest[loc[2]:loc[3]]]
+			key := rest[loc[2]:loc[3]]
+			if withGUID && key == "guid" {
+				parts = append(parts, Qual("net/url", "PathEscape").Call(Id("guid")))
+				rest = rest[loc[1]:]
+				continue
+			}
+			fd := byKey[key]
 			var val Code = c.member(fd)
 			switch {
 			case fd.Kind == fixedwidth.Code:

@@ -119,6 +119,69 @@ func TestExtensionTransaction(t *testing.T) {
 	assert.Assert(t, is.Contains(string(out), "ok"))
 }
 
+// TestExtensionEndToEnd proves that a posting transaction added with a
+// layout file (and its code map) alone works in the whole system, its
+// settlement included, and breaks none of the existing tests: it copies the
+// repository, adds testdata/extension's layouts, runs go generate, and runs
+// testdata/extension/e2e (BKXP0001 through relay → E901 → resolve by its
+// own lookup → replay → reprocess sending nothing) together with the test
+// suites that enumerate the registry.
+func TestExtensionEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("copies and builds the repository")
+	}
+	root, err := filepath.Abs("..")
+	assert.NilError(t, err)
+	repo := filepath.Join(t.TempDir(), "lhrelay")
+	copyTree(t, root, repo)
+	copyDir(t, "testdata/extension", filepath.Join(repo, "layouts"))
+	copyDir(t, "testdata/extension/e2e", filepath.Join(repo, "internal", "exte2e"))
+
+	goCmd := func(args ...string) string {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+		out, err := cmd.CombinedOutput()
+		assert.NilError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+		return string(out)
+	}
+	goCmd("generate", "./...")
+	_, err = os.Stat(filepath.Join(repo, "internal", "generated", "bkxp0001.go"))
+	assert.NilError(t, err, "go generate wrote the new transaction's codec")
+	out := goCmd("test", "-count=1", "./internal/exte2e/", "./internal/generated/", "./internal/channel/", "./internal/wire/", "./internal/corecall/", "./internal/outcome/", "./internal/batch/", "./cmd/lhsend/")
+	assert.Assert(t, is.Contains(out, "ok  \tlhrelay/internal/exte2e"))
+	t.Log(out)
+}
+
+// copyTree copies the repository at src into dst: every directory but .git.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	assert.NilError(t, err)
+}
+
 const extensionTest = `package generated
 
 import "testing"
@@ -128,7 +191,7 @@ func TestBKDP0001RoundTrip(t *testing.T) {
 	if !ok {
 		t.Fatal("BKDP0001 is not registered")
 	}
-	if tx.Method != "POST" || !tx.JSONBody || tx.StatusSources[409] != SourceLimitExceeded {
+	if tx.Method != "POST" || !tx.JSONBody || tx.StatusSources[409] != SourceLimitExceeded || tx.Settle != SettleByLookup {
 		t.Fatalf("registry entry: %+v", tx)
 	}
 	body := "081" + "11002003004005" + "0000000050000" + "TELLER01" + "000042"
@@ -143,6 +206,10 @@ func TestBKDP0001RoundTrip(t *testing.T) {
 	path, err := req.CorePath()
 	if err != nil || path != "/v1/deposits/LHB" {
 		t.Fatalf("path %q, %v", path, err)
+	}
+	path, err = req.LookupPath("0123456789abcdef0123456789abcdef")
+	if err != nil || path != "/v1/deposits/LHB/0123456789abcdef0123456789abcdef" {
+		t.Fatalf("lookup path %q, %v", path, err)
 	}
 	js, err := req.CoreJSON("0123456789abcdef0123456789abcdef")
 	want := ` + "`" + `{"guid":"0123456789abcdef0123456789abcdef","bank":"LHB","acct":"11002003004005","amount":50000,"teller":"TELLER01","branch":42}` + "`" + `

@@ -21,10 +21,19 @@ type Field struct {
 	HasMin bool
 	// Account marks an account number: masked in logs at info level.
 	Account bool
-	Prefix  bool        // the header's length prefix
-	Filler  bool        // spaces, not carried in the struct
-	Values  []EnumValue // the only values an X field may hold
-	Line    int
+	// Default is the value a channel client sends when it is given none
+	// (option default=); HasDefault tells an empty default from none.
+	Default    string
+	HasDefault bool
+	// VaryMin..VaryMax (option vary=MIN..MAX, integer N fields only) is
+	// the range a load client draws each frame's value from, so that
+	// frames of one run differ.
+	VaryMin, VaryMax int64
+	Vary             bool
+	Prefix           bool        // the header's length prefix
+	Filler           bool        // spaces, not carried in the struct
+	Values           []EnumValue // the only values an X field may hold
+	Line             int
 }
 
 // EnumValue is one allowed value of a field with values=.
@@ -59,18 +68,33 @@ type StatusRule struct {
 	Line   int
 }
 
+// Lookup is a transaction's lookup directive: how an unknown outcome is
+// settled (SPEC §2). Either a GET the core answers 200 (posted) or 404
+// (never posted), or None for a read, settled without asking.
+type Lookup struct {
+	Method string // always GET once validated
+	Path   string // {guid} is the header GUID, any other {key} a request JSON key
+	None   bool
+	Line   int // 0: no lookup directive
+}
+
 // Transaction is one transaction layout file.
 type Transaction struct {
-	File     string
-	Line     int // of the transaction directive
-	Code     string
-	Title    string
-	Method   string
-	Path     string
-	Body     string // "json" or "none"
-	Status   []StatusRule
-	Request  Section
-	Response Section
+	File   string
+	Line   int // of the transaction directive
+	Code   string
+	Title  string
+	Method string
+	Path   string
+	Body   string // "json" or "none"
+	Status []StatusRule
+	Lookup Lookup
+	// ClientDefault: the transaction a channel client sends when none is
+	// named (directive client default); at most one transaction says so.
+	ClientDefault     bool
+	ClientDefaultLine int
+	Request           Section
+	Response          Section
 }
 
 // CodeMap translates wire codes to the core's ids.

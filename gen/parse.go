@@ -198,6 +198,25 @@ func parseTransaction(l *Layouts, file string, lines []line, ps *Problems) {
 				continue
 			}
 			tx.Body = w[1]
+		case w[0] == "lookup":
+			if tx.Lookup.Line != 0 {
+				ps.add(file, ln.no, "", "a second lookup directive (the first is at line %d)", tx.Lookup.Line)
+				continue
+			}
+			switch {
+			case len(w) == 2 && w[1] == "none":
+				tx.Lookup = Lookup{None: true, Line: ln.no}
+			case len(w) == 3:
+				tx.Lookup = Lookup{Method: w[1], Path: w[2], Line: ln.no}
+			default:
+				ps.add(file, ln.no, "", "want: lookup GET PATH, or lookup none")
+			}
+		case w[0] == "client":
+			if len(w) != 2 || w[1] != "default" {
+				ps.add(file, ln.no, "", "want: client default")
+				continue
+			}
+			tx.ClientDefault, tx.ClientDefaultLine = true, ln.no
 		case w[0] == "status":
 			if len(w) != 3 {
 				ps.add(file, ln.no, "", "want: status HTTP_STATUS SOURCE")
@@ -298,6 +317,16 @@ func parseField(file string, ln line, withJSON bool, ps *Problems) *Field {
 				ps.add(file, ln.no, f.Name, "min=%q is not an integer", val)
 			}
 			f.Min, f.HasMin = v, true
+		case key == "default" && hasVal:
+			f.Default, f.HasDefault = val, true
+		case key == "vary" && hasVal:
+			lo, hi, ok := strings.Cut(val, "..")
+			a, errA := strconv.ParseInt(lo, 10, 64)
+			b, errB := strconv.ParseInt(hi, 10, 64)
+			if !ok || errA != nil || errB != nil || a > b {
+				ps.add(file, ln.no, f.Name, "vary=%q: want MIN..MAX, two integers with MIN <= MAX", val)
+			}
+			f.VaryMin, f.VaryMax, f.Vary = a, b, true
 		case key == "values" && hasVal:
 			for _, pair := range strings.Split(val, ",") {
 				v, name, ok := strings.Cut(pair, ":")

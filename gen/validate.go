@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"lhrelay/internal/fixedwidth"
@@ -42,6 +43,17 @@ func validate(l *Layouts, ps *Problems) {
 		validateTransaction(l, tx, ps)
 	}
 	sort.Slice(l.Txs, func(i, j int) bool { return l.Txs[i].Code < l.Txs[j].Code })
+	var clientDefault *Transaction
+	for _, tx := range l.Txs {
+		if !tx.ClientDefault {
+			continue
+		}
+		if clientDefault != nil {
+			ps.add(tx.File, tx.ClientDefaultLine, "", "client default is already declared by %s in %s", clientDefault.Code, clientDefault.File)
+			continue
+		}
+		clientDefault = tx
+	}
 	validateRspMap(l, ps)
 }
 
@@ -140,6 +152,7 @@ func validateTransaction(l *Layouts, tx *Transaction, ps *Problems) {
 	if strings.Count(tx.Path, "{") != len(pathParam.FindAllString(tx.Path, -1)) {
 		ps.add(file, tx.Line, "", "path %q has an unbalanced brace", tx.Path)
 	}
+	validateLookup(tx, ps)
 	statuses := map[int]bool{}
 	for _, r := range tx.Status {
 		if r.Status < 100 || r.Status > 599 {
@@ -154,6 +167,39 @@ func validateTransaction(l *Layouts, tx *Transaction, ps *Problems) {
 			ps.add(file, r.Line, "", "unknown source %q for status %d (known: %s)", r.Source, r.Status, sourceNames())
 		case !src.FromStatus:
 			ps.add(file, r.Line, "", "status %d cannot mean %s: a core answer means the request reached it (use INSUFFICIENT_FUNDS, NO_ACCOUNT, LIMIT_EXCEEDED, HTTP500 or READ_TIMEOUT)", r.Status, r.Source)
+		}
+	}
+}
+
+// validateLookup checks the lookup directive: every transaction must say
+// how its unknown outcome is settled, and only a read may say "none".
+func validateLookup(tx *Transaction, ps *Problems) {
+	lk := tx.Lookup
+	switch {
+	case lk.Line == 0:
+		ps.add(tx.File, tx.Line, "", "no lookup directive: say how an unknown outcome is settled (lookup GET PATH, or lookup none for a transaction whose core call is a GET)")
+	case lk.None && tx.Method != "" && tx.Method != "GET":
+		ps.add(tx.File, lk.Line, "", "lookup none is only for a read (core GET); a %s may post, so only a lookup can tell whether it did", tx.Method)
+	case lk.None:
+	case lk.Method != "GET":
+		ps.add(tx.File, lk.Line, "", "lookup method %q: a lookup is a GET (it must never post)", lk.Method)
+	case !strings.HasPrefix(lk.Path, "/"):
+		ps.add(tx.File, lk.Line, "", "lookup path %q must start with /", lk.Path)
+	default:
+		if strings.Count(lk.Path, "{") != len(pathParam.FindAllString(lk.Path, -1)) {
+			ps.add(tx.File, lk.Line, "", "lookup path %q has an unbalanced brace", lk.Path)
+		}
+		for _, m := range pathParam.FindAllStringSubmatch(lk.Path, -1) {
+			if m[1] == "guid" {
+				continue
+			}
+			found := false
+			for _, f := range tx.Request.Fields {
+				found = found || f.JSON == m[1]
+			}
+			if !found {
+				ps.add(tx.File, lk.Line, "", "lookup path parameter {%s} is neither {guid} nor a request field's JSON key", m[1])
+			}
 		}
 	}
 }
@@ -195,6 +241,9 @@ func validateSection(l *Layouts, file string, sec *Section, ps *Problems) {
 			if f.Prefix || f.Filler || len(f.Values) > 0 {
 				ps.add(file, f.Line, f.Name, "prefix, filler and values are header options")
 			}
+			if sec.Name != "request" && (f.HasDefault || f.Vary) {
+				ps.add(file, f.Line, f.Name, "default= and vary= are for request fields: they are what a channel client sends")
+			}
 		}
 		validateField(l, file, f, ps)
 	}
@@ -231,6 +280,21 @@ func validateField(l *Layouts, file string, f *Field, ps *Problems) {
 			bad("value name %q must be a Go identifier starting upper-case", v.Name)
 		}
 	}
+	if f.Vary {
+		switch {
+		case f.Kind != fixedwidth.Numeric || f.String:
+			bad("vary= is for N fields carried as integers")
+		case f.HasMin && f.VaryMin < f.Min:
+			bad("vary= starts at %d, below min=%d", f.VaryMin, f.Min)
+		case f.VaryMin < 0 || len(fmt.Sprint(f.VaryMax)) > f.Len:
+			bad("vary= range %d..%d does not fit %d digits", f.VaryMin, f.VaryMax, f.Len)
+		}
+	}
+	if f.HasDefault {
+		if why := badDefault(l, f); why != "" {
+			bad("default=%q %s", f.Default, why)
+		}
+	}
 	switch f.Kind {
 	case fixedwidth.Numeric:
 		if !f.String && f.Len > 18 {
@@ -255,6 +319,38 @@ func validateField(l *Layouts, file string, f *Field, ps *Problems) {
 			}
 		}
 	}
+}
+
+// badDefault says why a field's default value does not fit it, or "".
+func badDefault(l *Layouts, f *Field) string {
+	v := f.Default
+	switch f.Kind {
+	case fixedwidth.Numeric:
+		if !fixedwidth.Digits(v) || len(v) > f.Len {
+			return fmt.Sprintf("is not at most %d digits", f.Len)
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); !f.String && (err != nil || f.HasMin && n < f.Min) {
+			return fmt.Sprintf("is below min=%d", f.Min)
+		}
+	case fixedwidth.Code:
+		if m, ok := l.Maps[f.Map]; ok {
+			for _, e := range m.Entries {
+				if v == e.Wire || v == e.Core {
+					return ""
+				}
+			}
+			return "is neither a wire code nor a core id of map " + f.Map
+		}
+	case fixedwidth.Timestamp:
+		if len(v) != 14 || !fixedwidth.Digits(v) {
+			return "is not a YYYYMMDDhhmmss timestamp"
+		}
+	default:
+		if len(v) > f.Len || !fixedwidth.Printable(v) {
+			return fmt.Sprintf("is not at most %d printable characters", f.Len)
+		}
+	}
+	return ""
 }
 
 func validateCodeMap(m *CodeMap, ps *Problems) {

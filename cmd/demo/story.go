@@ -11,7 +11,6 @@ import (
 
 	"lhrelay/internal/batch"
 	"lhrelay/internal/channel"
-	"lhrelay/internal/fixedwidth"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 )
@@ -285,15 +284,24 @@ func badAmountFrame(guid string, t transfer) ([]byte, error) {
 	return nil, errors.New("no AMOUNT byte found")
 }
 
-// unregisteredFrame is a well-formed frame whose TX_CODE no layout defines.
+// unregisteredFrame is a well-formed frame whose TX_CODE no layout
+// defines: t's frame with another code in its header. (AppendFrame itself
+// refuses to put a BKTR0001 body in such a frame.)
 func unregisteredFrame(guid string, t transfer) ([]byte, error) {
-	body := generated.BKTR0001Request{WdBank: bankLHB, WdAcct: t.wd, DpBank: bankKBK, DpAcct: t.dp, Amount: t.amount, Memo: t.memo}
-	h := generated.Header{
-		TxCode: txUnregistered, GUID: guid, Flag: generated.FlagRequest,
-		SrcOrg: channel.DefaultSrcOrg, DstOrg: channel.DefaultDstOrg,
-		SentAt: fixedwidth.FormatTimestamp(time.Now()),
+	frame, err := transferFrame(guid, t)
+	if err != nil {
+		return nil, err
 	}
-	return generated.AppendFrame(nil, &h, &body)
+	var h generated.Header
+	if err := h.Decode(string(frame[:generated.HeaderLen])); err != nil {
+		return nil, err
+	}
+	h.TxCode = txUnregistered
+	out, err := h.AppendTo(nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, frame[generated.HeaderLen:]...), nil
 }
 
 // sendTransfer sends t on the persistent connection and records the step.

@@ -9,7 +9,7 @@
 //
 // Body flags are the request fields of every registered transaction, named
 // after their JSON keys in kebab-case (wdBank → --wd-bank); a field not given
-// takes its default (channel.DefaultFields). See lhsend --help.
+// takes the default its layout declares. See lhsend --help.
 //
 // Exit status: 0 when every answer arrived (whatever its response code); 1
 // when the relay cannot be reached, an answer is missing, malformed or names
@@ -105,23 +105,26 @@ func bodyFlags(reserved func(string) bool) []bodyFlag {
 }
 
 // fieldUsage describes a body flag: which transactions' fields it fills and
-// its default.
+// the defaults their layouts declare.
 func fieldUsage(key string) string {
-	var owners []string
+	var owners, defaults []string
 	for _, tx := range generated.Transactions() {
-		for _, f := range tx.NewRequest().Fields() {
-			if f.JSON == key {
-				owners = append(owners, tx.Code+" "+f.Name)
+		for _, f := range tx.RequestFields {
+			if f.JSON != key {
+				continue
+			}
+			owners = append(owners, tx.Code+" "+f.Name)
+			switch {
+			case f.HasDefault && f.Vary:
+				defaults = append(defaults, fmt.Sprintf("%s: default %q; random %d-%d per frame in a load run", tx.Code, f.Default, f.VaryMin, f.VaryMax))
+			case f.HasDefault:
+				defaults = append(defaults, fmt.Sprintf("%s: default %q", tx.Code, f.Default))
 			}
 		}
 	}
 	u := "request field " + strings.Join(owners, ", ")
-	if def, ok := channel.DefaultFields[key]; ok {
-		u += fmt.Sprintf(" (default %q", def)
-		if key == channel.AmountKey {
-			u += fmt.Sprintf("; random 1-%d per frame in a load run", channel.DefaultMaxAmount)
-		}
-		u += ")"
+	if len(defaults) > 0 {
+		u += " (" + strings.Join(defaults, "; ") + ")"
 	}
 	return u
 }
@@ -147,7 +150,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.SetOutput(io.Discard)
 	o := options{fields: make(map[string]string), flagNames: make(map[string]string)}
 	fs.StringVar(&o.addr, "addr", defaultAddr, "relay `HOST:PORT`")
-	fs.StringVar(&o.tx, "tx", channel.DefaultTx, "transaction `code`: "+strings.Join(channel.TxCodes(), ", "))
+	fs.StringVar(&o.tx, "tx", generated.ClientDefault().Code, "transaction `code`: "+strings.Join(channel.TxCodes(), ", "))
 	fs.StringVar(&o.guid, "guid", "", "request `GUID`, 32 lowercase hex digits (default: a fresh random one)")
 	fs.StringVar(&o.srcOrg, "src-org", channel.DefaultSrcOrg, "sending institution (SRC_ORG)")
 	fs.StringVar(&o.dstOrg, "dst-org", channel.DefaultDstOrg, "receiving institution (DST_ORG)")
@@ -266,7 +269,7 @@ func fail(stderr io.Writer, code int, err error) int {
 // requests reads the requests to send: one from the flags, or one per JSON
 // object on stdin with the flags' values as defaults (tx, guid) and
 // overrides (body fields). Body fields given nowhere are left out: the
-// caller fills them with channel.DefaultFields.
+// caller fills them with the layout's defaults (channel.WithDefaults).
 func requests(o options, stdin io.Reader) ([]channel.Request, error) {
 	reqs := []channel.Request{{Fields: map[string]string{}}}
 	if o.stdin {

@@ -158,7 +158,7 @@ func TestInputValidation(t *testing.T) {
 		args  []string
 		want  []string
 	}{
-		{"unknown tx", "", []string{"--tx", "BKXX0001"}, []string{`unknown transaction "BKXX0001"`, "BKIQ0001, BKTR0001"}},
+		{"unknown tx", "", []string{"--tx", "BKXX0001"}, []string{`unknown transaction "BKXX0001"`, "(registered: " + strings.Join(channel.TxCodes(), ", ") + ")"}},
 		{"unknown flag", "", []string{"--colour", "red"}, []string{"flag provided but not defined: -colour"}},
 		{"field of another tx", "", []string{"--bank", "LHB"}, []string{"--bank is not a field of BKTR0001", "--wd-bank"}},
 		{"unknown json key", `{"colour":"red"}`, []string{"-"}, []string{`no request field with JSON key "colour"`}},

@@ -5,10 +5,13 @@
 //
 // For each UNKNOWN row last updated at least --min-age seconds ago, and each
 // SENT row older than --stale-sent (orphaned by a relay that died mid-call;
-// default 600, 0 turns it off), it asks GET /v1/transfers/{guid}:
+// default 600, 0 turns it off), it asks the lookup the row's own transaction
+// declares in its layout (for a transfer, GET /v1/transfers/{guid}):
 // 200 → DONE/0000 with a response frame built from the lookup, so the
 // channel's retry is answered with it; 404 → FAILED/E902, safe to resend;
-// anything else → unchanged. Exit status 0 when every row was handled, 1 when
+// anything else → unchanged. A read declared "lookup none" becomes
+// FAILED/E902 without a core call; a row of a TX_CODE this binary does not
+// know is left unchanged (unknown_tx). Exit status 0 when every row was handled, 1 when
 // the core could not be reached for some (they are unchanged: alert), 2 for
 // bad arguments or an unusable database.
 package main

@@ -43,7 +43,7 @@ func TestArguments(t *testing.T) {
 			assert.ErrorContains(t, err, tc.msg)
 		}
 		if tc.code == 0 {
-			assert.Equal(t, s.String(), "resolve: selected=0 done=0 failed=0 unreachable=0 skipped=0")
+			assert.Equal(t, s.String(), "resolve: selected=0 done=0 failed=0 unreachable=0 skipped=0 unknown_tx=0 undecodable=0")
 		}
 	}
 }

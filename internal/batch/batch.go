@@ -81,7 +81,7 @@ func (s *Summary) Each(f func(outcome string, n int)) {
 }
 
 // String is the one-line summary, e.g.
-// "resolve: selected=3 done=2 failed=0 unreachable=1 skipped=0".
+// "resolve: selected=3 done=2 failed=0 unreachable=1 skipped=0 unknown_tx=0 undecodable=0".
 func (s *Summary) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

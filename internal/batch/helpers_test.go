@@ -50,9 +50,17 @@ func transferFrame(t *testing.T, guid, memo string, amount int64) (generated.Hea
 
 // seed claims a new transfer and leaves it in state with code, updated age ago.
 func (tl *testLedger) seed(state ledger.State, code generated.RspCode, age time.Duration) string {
-	t := tl.t
 	guid := newGUID()
-	h, frame := transferFrame(t, guid, "seed", 1000)
+	h, frame := transferFrame(tl.t, guid, "seed", 1000)
+	tl.seedFrame(h, frame, state, code, age)
+	return guid
+}
+
+// seedFrame claims the request frame with header h and leaves its row in
+// state with code, updated age ago.
+func (tl *testLedger) seedFrame(h generated.Header, frame []byte, state ledger.State, code generated.RspCode, age time.Duration) {
+	t := tl.t
+	guid := h.GUID
 	ctx := context.Background()
 	c, err := tl.l.Claim(ctx, ledger.Request{GUID: guid, TxCode: h.TxCode, Frame: frame, Body: frame[generated.HeaderLen:]})
 	assert.NilError(t, err)
@@ -67,7 +75,6 @@ func (tl *testLedger) seed(state ledger.State, code generated.RspCode, age time.
 		assert.NilError(t, tl.l.Finish(ctx, guid, ledger.Outcome{State: state, RspCode: string(code), Response: rsp}))
 	}
 	tl.age(guid, age)
-	return guid
 }
 
 // age sets a row's updated_at to age ago, as SQLite's datetime('now') text.

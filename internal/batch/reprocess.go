@@ -89,11 +89,12 @@ func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 // resendRow re-claims and sends one row; the outcome is the response code
 // recorded, or "skipped".
 func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row ledger.Row, cfg ReprocessConfig) (string, error) {
-	tx, h, req, err := wire.DecodeRequest(row.Request)
+	r, err := wire.ParseRequest(row.Request)
 	if err != nil {
-		// The relay stored it after validating it; a row that no longer
-		// decodes (a layout changed) is left for a person.
-		return "skipped", nil
+		// The relay stored it after validating it; a row this binary
+		// cannot decode (a newer relay's transaction, a changed layout)
+		// is left for a person.
+		return refusedOutcome(err), nil
 	}
 	if _, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts); err != nil {
 		if errors.Is(err, ledger.ErrStateChanged) {
@@ -101,8 +102,8 @@ func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row
 		}
 		return "", err
 	}
-	res := core.Call(ctx, tx, row.GUID, req)
-	rec, _ := outcome.OfCall(nil, &h, res, cfg.Now)
+	res := core.Call(ctx, r.Tx, row.GUID, r.Body)
+	rec, _ := outcome.OfCall(nil, &r.Header, res, cfg.Now)
 	if err := l.Finish(context.WithoutCancel(ctx), row.GUID, rec); err != nil {
 		return "", fmt.Errorf("recording %s: %w (the row stays SENT for resolve --stale-sent)", rec.RspCode, err)
 	}

@@ -29,21 +29,26 @@ type ResolveConfig struct {
 	Log       *slog.Logger
 }
 
-// Resolve settles UNKNOWN rows (and stale SENT rows) by asking the core
-// whether the transfer was posted: GET /v1/transfers/{guid}. It never POSTs.
+// Resolve settles UNKNOWN rows (and stale SENT rows) by the rule of each
+// row's own transaction (SPEC §2, §7). It never POSTs.
 //
-//   - 200: the transfer was posted. The row becomes DONE with 0000 and a
-//     response frame built from the stored request's header and the body
-//     the core returned, so a retry of the GUID replays it.
-//   - 404: the core has no transfer with that GUID: it never posted, and
-//     the row becomes FAILED with E902, which makes it safe to resend.
-//   - anything else: the row is left unchanged (counted "unreachable") and
-//     the run ends with ErrCoreUnreachable.
+//   - A transaction with a lookup is asked with it (for BKTR0001, GET
+//     /v1/transfers/{guid}). 200: posted; the row becomes DONE with 0000
+//     and a response frame built from the stored request's header and the
+//     body the core returned, so a retry of the GUID replays it. 404:
+//     never posted; the row becomes FAILED with E902, which makes it safe
+//     to resend. Anything else: the row is left unchanged (counted
+//     "unreachable") and the run ends with ErrCoreUnreachable.
+//   - A transaction declared "lookup none" (a read) becomes FAILED E902
+//     without a core call: sending it again is harmless.
+//   - A row whose TX_CODE this binary does not know (written by a newer
+//     relay) is left unchanged and counted "unknown_tx"; one whose stored
+//     request no longer decodes, "undecodable". Neither is guessed at.
 //
 // Each transition is conditional on the state the row was selected in: a
 // row the relay settled in the meantime is counted "skipped".
 func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ResolveConfig) (*Summary, error) {
-	s := NewSummary("resolve", "selected", "done", "failed", "unreachable", "skipped")
+	s := NewSummary("resolve", "selected", "done", "failed", "unreachable", "skipped", outcomeUnknownTx, outcomeUndecodable)
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -68,6 +73,8 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 			switch {
 			case outcome == "unreachable":
 				log.Warn("core lookup failed; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
+			case outcome == outcomeUnknownTx || outcome == outcomeUndecodable:
+				log.Warn("stored request not settled by this binary; row unchanged", "guid", row.GUID, "state", row.State, "tx", row.TxCode, "err", err)
 			case err != nil:
 				return fmt.Errorf("%s: %w", row.GUID, err)
 			default:
@@ -85,34 +92,52 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	return s, nil
 }
 
-// resolveRow looks one row up and moves it. It returns the outcome counted
-// in the summary; an error with "unreachable" is the core's, any other error
-// the ledger's.
+// resolveRow settles one row. It returns the outcome counted in the
+// summary; an error with "unreachable" is the core's, with unknown_tx or
+// undecodable the stored request's, any other error the ledger's.
 func resolveRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row ledger.Row, now time.Time) (string, error) {
-	var h generated.Header
-	if len(row.Request) < generated.HeaderLen {
-		return "skipped", fmt.Errorf("stored request of %d bytes has no header", len(row.Request))
-	}
-	if err := h.Decode(string(row.Request[:generated.HeaderLen])); err != nil {
-		return "skipped", fmt.Errorf("stored request: %w", err)
-	}
-	found, body, err := core.LookupTransfer(ctx, row.GUID)
+	r, err := wire.ParseRequest(row.Request)
 	if err != nil {
-		return "unreachable", err
+		return refusedOutcome(err), fmt.Errorf("stored request: %w", err)
 	}
-	src, result := generated.SourceConnectFail, "failed"
-	var rspBody generated.ResponseBody
-	if found {
-		src, result = generated.SourceHTTP200, "done"
-		rspBody = body
+	var rec ledger.Outcome
+	switch r.Tx.Settle {
+	case generated.SettleAsNotPosted:
+		rec = outcome.NotPosted(&r.Header, now)
+	default:
+		found, err := core.Lookup(ctx, r.Tx, row.GUID, r.Body)
+		if err != nil {
+			return "unreachable", err
+		}
+		var ok bool
+		if rec, ok = outcome.OfLookup(&r.Header, found, now); !ok {
+			return "unreachable", fmt.Errorf("the %s lookup's answer does not fit a response frame", r.Tx.Code)
+		}
 	}
-	rsp, err := wire.AppendResponse(nil, &h, src.Code(), rspBody, now)
-	if err != nil {
-		return "unreachable", fmt.Errorf("building the response frame: %w", err)
-	}
-	err = l.Transition(ctx, row.GUID, row.State, outcome.Of(src, rsp))
-	if errors.Is(err, ledger.ErrStateChanged) {
+	err = l.Transition(ctx, row.GUID, row.State, rec)
+	switch {
+	case errors.Is(err, ledger.ErrStateChanged):
 		return "skipped", nil
+	case err != nil:
+		return "", err
+	case rec.State == ledger.StateDone:
+		return "done", nil
 	}
-	return result, err
+	return "failed", nil
+}
+
+// Outcomes of a row whose stored request this binary cannot act on; the
+// row is left unchanged for a person (or a newer binary).
+const (
+	outcomeUnknownTx   = "unknown_tx"
+	outcomeUndecodable = "undecodable"
+)
+
+// refusedOutcome names why wire.ParseRequest refused a stored request.
+func refusedOutcome(err error) string {
+	var re *wire.RefusedError
+	if errors.As(err, &re) && re.Source == generated.SourceUnknownTx {
+		return outcomeUnknownTx
+	}
+	return outcomeUndecodable
 }

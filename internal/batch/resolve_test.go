@@ -3,10 +3,12 @@ package batch
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,9 +58,9 @@ func (c *core) client(t *testing.T) *corecall.Client {
 // reached it before timing out.
 func (c *core) post(t *testing.T, tl *testLedger, guid string) {
 	row := tl.row(guid)
-	tx, _, req, err := wire.DecodeRequest(row.Request)
+	r, err := wire.ParseRequest(row.Request)
 	assert.NilError(t, err)
-	res := c.client(t).Call(context.Background(), tx, guid, req)
+	res := c.client(t).Call(context.Background(), r.Tx, guid, r.Body)
 	assert.Equal(t, res.Source, generated.SourceHTTP200, "%v", res.Err)
 }
 
@@ -88,7 +90,7 @@ func TestResolveSelectionAndOutcomes(t *testing.T) {
 
 	s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, StaleSent: 10 * time.Minute, Now: time.Now()})
 	assert.NilError(t, err)
-	assert.Equal(t, s.String(), "resolve: selected=3 done=2 failed=1 unreachable=0 skipped=0")
+	assert.Equal(t, s.String(), "resolve: selected=3 done=2 failed=1 unreachable=0 skipped=0 unknown_tx=0 undecodable=0")
 	assert.Equal(t, c.posts.Load(), postsBefore, "resolve never POSTs")
 
 	// 200 → DONE, 0000, a response frame from the stored header and the lookup.
@@ -247,4 +249,69 @@ func TestReprocessSkipsRowTakenByRelay(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, outcome, "skipped")
 	assert.Equal(t, c.posts.Load(), int64(0))
+}
+
+// TestResolveByEachTransactionsOwnRule: every row is settled by the rule
+// its own transaction declares. A read (lookup none) becomes FAILED E902
+// with no core call at all; a transfer is looked up at its own path, as
+// before; a row of a TX_CODE this binary does not know is left unchanged
+// and counted, never guessed at.
+func TestResolveByEachTransactionsOwnRule(t *testing.T) {
+	tl := newTestLedger(t)
+	var calls []string
+	var mu sync.Mutex
+	sim := coresim.New(coresim.Config{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls = append(calls, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	client, err := corecall.New(corecall.Config{BaseURL: srv.URL, Timeout: 2 * time.Second})
+	assert.NilError(t, err)
+
+	inquiry := newGUID()
+	ih := generated.Header{TxCode: "BKIQ0001", GUID: inquiry, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
+	iframe, err := generated.AppendFrame(nil, &ih, &generated.BKIQ0001Request{Bank: "081", Acct: "11002003004005"})
+	assert.NilError(t, err)
+	tl.seedFrame(ih, iframe, ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+	staleInquiry := newGUID()
+	ih.GUID = staleInquiry
+	iframe, err = generated.AppendFrame(nil, &ih, &generated.BKIQ0001Request{Bank: "081", Acct: "11002003004005"})
+	assert.NilError(t, err)
+	tl.seedFrame(ih, iframe, ledger.StateSent, "", time.Hour)
+
+	transfer := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+
+	// A row written by a newer relay that knows a transaction this binary
+	// does not: its frame is well formed, its TX_CODE unregistered.
+	newer := newGUID()
+	nh, nframe := transferFrame(t, newer, "newer", 1000)
+	copy(nframe[4:12], "BKZZ0001")
+	nh.TxCode = "BKZZ0001"
+	tl.seedFrame(nh, nframe, ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+	before := tl.row(newer)
+
+	var log bytes.Buffer
+	s, err := Resolve(context.Background(), tl.l, client, ResolveConfig{MinAge: time.Minute, StaleSent: time.Minute, Now: time.Now(),
+		Log: slog.New(slog.NewTextHandler(&log, nil))})
+	assert.NilError(t, err, "a row left for a newer binary is handled by the rules: exit 0")
+	assert.Equal(t, s.String(), "resolve: selected=4 done=0 failed=3 unreachable=0 skipped=0 unknown_tx=1 undecodable=0")
+
+	mu.Lock()
+	assert.DeepEqual(t, calls, []string{"GET /v1/transfers/" + transfer})
+	mu.Unlock()
+	for _, g := range []string{inquiry, staleInquiry, transfer} {
+		row := tl.row(g)
+		assert.Equal(t, row.State, ledger.StateFailed, g)
+		assert.Equal(t, row.RspCode, string(generated.RspConnectFail))
+		var h generated.Header
+		assert.NilError(t, h.Decode(string(row.Response)))
+		assert.Equal(t, h.GUID, g)
+		assert.Equal(t, h.TxCode, tl.row(g).TxCode)
+	}
+	assert.DeepEqual(t, tl.row(newer), before)
+	assert.Assert(t, is.Contains(log.String(), "guid="+newer))
+	assert.Assert(t, is.Contains(log.String(), "row unchanged"))
 }

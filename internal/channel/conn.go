@@ -63,9 +63,6 @@ func Dial(ctx context.Context, addr string, timeout time.Duration) (*Conn, error
 	}, nil
 }
 
-// Addr is the address the connection was dialled with.
-func (c *Conn) Addr() string { return c.addr }
-
 // Send writes one frame and reads the relay's answer, a whole frame with its
 // length prefix, however the bytes are split across TCP segments. The answer
 // is the caller's to keep. Send neither checks the frame it sends nor

@@ -11,8 +11,8 @@ import (
 // transaction's request body. It is the relay's view of what a channel sent,
 // for display and for tests.
 func DecodeRequest(frame []byte) (generated.Header, generated.RequestBody, error) {
-	_, h, body, err := wire.DecodeRequest(frame)
-	return h, body, err
+	r, err := wire.ParseRequest(frame)
+	return r.Header, r.Body, err
 }
 
 // Rows lists the answer for display as name/value pairs: the header fields,

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,13 +30,13 @@ const rateSlack = 10 * time.Millisecond
 // LoadConfig describes a load run.
 type LoadConfig struct {
 	Addr   string
-	Tx     string // DefaultTx when empty
+	Tx     string // generated.ClientDefault when empty
 	SrcOrg string // DefaultSrcOrg when empty
 	DstOrg string // DefaultDstOrg when empty
-	// Fields are the body values every frame carries, by JSON key;
-	// DefaultFields fill the rest. When the transaction has AmountKey and
-	// Fields does not set it, each frame gets a random amount in
-	// 1..DefaultMaxAmount.
+	// Fields are the body values every frame carries, by JSON key; the
+	// layout's defaults fill the rest. A field the layout declares vary=
+	// for and Fields does not set gets a random value in that range in
+	// each frame.
 	Fields map[string]string
 
 	Count       int     // frames to send, at least 1
@@ -48,7 +47,7 @@ type LoadConfig struct {
 	Duplicates float64
 	// Timeout bounds each connect and each answer; DefaultTimeout when zero.
 	Timeout time.Duration
-	// Seed makes the choice of amounts and duplicates repeatable; 0 picks
+	// Seed makes the choice of varied values and duplicates repeatable; 0 picks
 	// one at random. GUIDs are always fresh.
 	Seed uint64
 
@@ -87,10 +86,10 @@ func (c LoadConfig) Validate() error {
 	if err != nil {
 		return err
 	}
-	// Build one frame, with the largest random amount, to check the values.
+	// Build one frame, with the largest varied values, to check the values.
 	fields := p.fields
-	if p.randomAmount {
-		fields[AmountKey] = strconv.Itoa(DefaultMaxAmount)
+	for _, f := range p.vary {
+		fields[f.JSON] = strconv.FormatInt(f.VaryMax, 10)
 	}
 	_, err = Request{Tx: p.tx.Code, GUID: NewGUID(), SrcOrg: c.SrcOrg, DstOrg: c.DstOrg, Fields: fields}.Frame(time.Now())
 	return err
@@ -98,35 +97,36 @@ func (c LoadConfig) Validate() error {
 
 // loadPlan is what every frame of a run shares.
 type loadPlan struct {
-	tx           *generated.Transaction
-	fields       map[string]string
-	randomAmount bool
+	tx     *generated.Transaction
+	fields map[string]string
+	vary   []generated.FieldSpec // the fields each frame draws a value for
 }
 
 func (c LoadConfig) plan() (loadPlan, error) {
-	tx, err := LookupTx(orDefault(c.Tx, DefaultTx))
+	tx, err := LookupTx(c.Tx)
 	if err != nil {
 		return loadPlan{}, err
 	}
-	_, given := c.Fields[AmountKey]
-	return loadPlan{
-		tx:           tx,
-		fields:       WithDefaults(tx, c.Fields),
-		randomAmount: !given && slices.Contains(RequestKeys(tx), AmountKey),
-	}, nil
+	p := loadPlan{tx: tx, fields: WithDefaults(tx, c.Fields)}
+	for _, f := range tx.RequestFields {
+		if _, given := c.Fields[f.JSON]; f.Vary && !given {
+			p.vary = append(p.vary, f)
+		}
+	}
+	return p, nil
 }
 
 // frameSpec is what varies between the frames of a run.
 type frameSpec struct {
 	guid      string
-	amount    int
+	varied    []int64 // a value for each of loadPlan.vary
 	duplicate bool
 }
 
-// specs picks each frame's GUID and amount, and which frames are duplicates
+// specs picks each frame's GUID and varied values, and which frames are duplicates
 // (exactly round(Count × Duplicates%) of them, never the first) and of which
 // earlier frame.
-func (c LoadConfig) specs(rng *rand.Rand) []frameSpec {
+func (c LoadConfig) specs(rng *rand.Rand, vary []generated.FieldSpec) []frameSpec {
 	specs := make([]frameSpec, c.Count)
 	dup := make([]bool, c.Count)
 	k := min(int(math.Round(float64(c.Count)*c.Duplicates/100)), c.Count-1)
@@ -139,7 +139,10 @@ func (c LoadConfig) specs(rng *rand.Rand) []frameSpec {
 			specs[i].duplicate = true
 			continue
 		}
-		specs[i] = frameSpec{guid: NewGUID(), amount: rng.IntN(DefaultMaxAmount) + 1}
+		specs[i] = frameSpec{guid: NewGUID(), varied: make([]int64, len(vary))}
+		for j, f := range vary {
+			specs[i].varied[j] = f.VaryMin + rng.Int64N(f.VaryMax-f.VaryMin+1)
+		}
 	}
 	return specs
 }
@@ -167,7 +170,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (Summary, error) {
 		_, _ = crand.Read(b[:])
 		seed = binary.LittleEndian.Uint64(b[:])
 	}
-	specs := cfg.specs(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+	specs := cfg.specs(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), p.vary)
 
 	nconn := min(cfg.Concurrency, cfg.Count)
 	conns := make([]*Conn, nconn)
@@ -304,8 +307,8 @@ func (w *worker) send(spec frameSpec, res *Result) {
 		}
 		w.adopt(c)
 	}
-	if r.plan.randomAmount {
-		w.fields[AmountKey] = strconv.Itoa(spec.amount)
+	for j, f := range r.plan.vary {
+		w.fields[f.JSON] = strconv.FormatInt(spec.varied[j], 10)
 	}
 	req := Request{Tx: r.plan.tx.Code, GUID: spec.guid, SrcOrg: r.cfg.SrcOrg, DstOrg: r.cfg.DstOrg, Fields: w.fields}
 	frame, err := req.AppendFrame(w.buf[:0], time.Now())

@@ -42,6 +42,14 @@ func TestRunLoad(t *testing.T) {
 	// withdrawal account.
 	frames := r.Frames()
 	assert.Equal(t, len(frames), 60)
+	tx, _ := channel.LookupTx("BKTR0001")
+	var amount generated.FieldSpec
+	for _, f := range tx.RequestFields {
+		if f.JSON == "amount" {
+			amount = f
+		}
+	}
+	assert.Assert(t, amount.Vary, "BKTR0001's layout varies the amount")
 	bodies := map[string]string{}
 	amounts := map[int64]bool{}
 	for _, f := range frames {
@@ -53,7 +61,7 @@ func TestRunLoad(t *testing.T) {
 		}
 		bodies[h.GUID] = b
 		req := body.(*generated.BKTR0001Request)
-		assert.Assert(t, req.Amount >= 1 && req.Amount <= channel.DefaultMaxAmount)
+		assert.Assert(t, req.Amount >= amount.VaryMin && req.Amount <= amount.VaryMax, "amount %d outside the layout's vary= range", req.Amount)
 		amounts[req.Amount] = true
 		assert.Equal(t, req.WdAcct, "11002003004007")
 	}

@@ -15,38 +15,14 @@ import (
 )
 
 // Defaults of a request's header, for a channel of our bank talking to the
-// relay.
+// relay. The transaction sent when none is named is the layouts'
+// (generated.ClientDefault), and so are the body fields' defaults.
 const (
-	// DefaultTx is the transaction sent when none is named.
-	DefaultTx = "BKTR0001"
 	// DefaultSrcOrg is the sending institution: our bank's wire code.
 	DefaultSrcOrg = "081"
 	// DefaultDstOrg is the receiving institution: the relay.
 	DefaultDstOrg = "999"
 )
-
-// AmountKey is the JSON key a load run varies (1..DefaultMaxAmount) when the
-// transaction has it and no fixed value is given.
-const AmountKey = "amount"
-
-// DefaultMaxAmount bounds the random amounts of a load run, small enough that
-// the simulator's default withdrawal account never runs dry.
-const DefaultMaxAmount = 1000
-
-// DefaultFields are the body values used for a JSON key a transaction has and
-// the caller did not give (see WithDefaults). The withdrawal account holds
-// 100,000,000 in the core simulator (SPEC §8), so a load run keeps getting
-// 0000. Banks are given as the core's ids, which Set maps to wire codes.
-var DefaultFields = map[string]string{
-	"wdBank": "LHB",
-	"wdAcct": "11002003004007",
-	"dpBank": "LHB",
-	"dpAcct": "11002003004005",
-	"amount": "1000",
-	"memo":   "lhsend",
-	"bank":   "LHB",
-	"acct":   "11002003004007",
-}
 
 // guidWidth is the width of the header's GUID field, taken from the
 // generated header rather than spelled here: the bytes RawHeader finds at
@@ -73,7 +49,7 @@ func ValidGUID(s string) bool {
 // core's id ("LHB"). Every field of the layout must be present: use
 // WithDefaults to fill the ones a caller does not care about.
 type Request struct {
-	Tx     string // TX_CODE of a registered transaction; DefaultTx when empty
+	Tx     string // TX_CODE of a registered transaction; generated.ClientDefault when empty
 	GUID   string // 32 lowercase hex digits; required
 	SrcOrg string // DefaultSrcOrg when empty
 	DstOrg string // DefaultDstOrg when empty
@@ -94,8 +70,7 @@ func (r Request) Frame(now time.Time) ([]byte, error) {
 // AppendFrame appends the request frame to dst. On error dst is returned
 // unchanged.
 func (r Request) AppendFrame(dst []byte, now time.Time) ([]byte, error) {
-	code := orDefault(r.Tx, DefaultTx)
-	tx, err := LookupTx(code)
+	tx, err := LookupTx(r.Tx)
 	if err != nil {
 		return dst, err
 	}
@@ -169,9 +144,12 @@ func orDefault(v, def string) string {
 	return v
 }
 
-// LookupTx returns the registered transaction code, or an error that lists
-// the registered ones.
+// LookupTx returns the registered transaction code (the layouts' client
+// default when code is empty), or an error that lists the registered ones.
 func LookupTx(code string) (*generated.Transaction, error) {
+	if code == "" {
+		return generated.ClientDefault(), nil
+	}
 	tx, ok := generated.LookupTransaction(code)
 	if !ok {
 		return nil, fmt.Errorf("unknown transaction %q (registered: %s)", code, strings.Join(TxCodes(), ", "))
@@ -191,7 +169,7 @@ func TxCodes() []string {
 // RequestKeys lists the JSON keys of tx's request body in layout order.
 func RequestKeys(tx *generated.Transaction) []string {
 	var keys []string
-	for _, f := range tx.NewRequest().Fields() {
+	for _, f := range tx.RequestFields {
 		keys = append(keys, f.JSON)
 	}
 	return keys
@@ -211,19 +189,16 @@ func AllRequestKeys() []string {
 	return keys
 }
 
-// WithDefaults returns a copy of fields completed with DefaultFields for
-// every request key of tx that fields lacks.
+// WithDefaults returns a copy of fields completed with the layout's default
+// for every request key of tx that fields lacks.
 func WithDefaults(tx *generated.Transaction, fields map[string]string) map[string]string {
 	out := maps.Clone(fields)
 	if out == nil {
 		out = make(map[string]string)
 	}
-	for _, key := range RequestKeys(tx) {
-		if _, ok := out[key]; ok {
-			continue
-		}
-		if v, ok := DefaultFields[key]; ok {
-			out[key] = v
+	for _, f := range tx.RequestFields {
+		if _, ok := out[f.JSON]; !ok && f.HasDefault {
+			out[f.JSON] = f.Default
 		}
 	}
 	return out

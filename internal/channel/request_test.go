@@ -1,6 +1,7 @@
 package channel_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func TestRequestOrgsAndSentAt(t *testing.T) {
 	assert.NilError(t, err)
 	h, body, err := channel.DecodeRequest(frame)
 	assert.NilError(t, err)
-	assert.Equal(t, h.TxCode, channel.DefaultTx)
+	assert.Equal(t, h.TxCode, generated.ClientDefault().Code)
 	assert.Equal(t, h.Flag, generated.FlagRequest)
 	assert.Equal(t, h.SrcOrg, "020")
 	assert.Equal(t, h.DstOrg, "ABC")
@@ -92,7 +93,7 @@ func TestBuildRequestErrors(t *testing.T) {
 		fields         map[string]string
 		want           []string
 	}{
-		{"unknown tx", "BKXX0001", guid, bktrFields, []string{`unknown transaction "BKXX0001"`, "BKIQ0001, BKTR0001"}},
+		{"unknown tx", "BKXX0001", guid, bktrFields, []string{`unknown transaction "BKXX0001"`, "(registered: " + strings.Join(channel.TxCodes(), ", ") + ")"}},
 		{"unknown key", "BKTR0001", guid, with("color", "red"), []string{`no request field with JSON key "color"`, "wdBank, wdAcct"}},
 		{"key of another tx", "BKTR0001", guid, with("acct", "1"), []string{`JSON key "acct"`}},
 		{"amount not integer", "BKTR0001", guid, with("amount", "12.5"), []string{"amount", `"12.5" is not an integer`}},
@@ -155,7 +156,17 @@ func TestKeysAndDefaults(t *testing.T) {
 	tx, err := channel.LookupTx("BKTR0001")
 	assert.NilError(t, err)
 	assert.DeepEqual(t, channel.RequestKeys(tx), []string{"wdBank", "wdAcct", "dpBank", "dpAcct", "amount", "memo"})
-	assert.DeepEqual(t, channel.AllRequestKeys(), []string{"bank", "acct", "wdBank", "wdAcct", "dpBank", "dpAcct", "amount", "memo"})
+	// The union of every registered transaction's keys, each once: taken
+	// from the registry, so that a new layout does not break this test.
+	all := channel.AllRequestKeys()
+	for _, tx := range generated.Transactions() {
+		for _, k := range channel.RequestKeys(tx) {
+			assert.Assert(t, is.Contains(all, k))
+		}
+	}
+	for i, k := range all {
+		assert.Assert(t, !slices.Contains(all[:i], k), "%s twice", k)
+	}
 
 	given := map[string]string{"amount": "7"}
 	f := channel.WithDefaults(tx, given)
@@ -167,9 +178,18 @@ func TestKeysAndDefaults(t *testing.T) {
 	_, err = channel.BuildRequest("BKTR0001", guid, f, sentAt)
 	assert.NilError(t, err)
 
-	iq, _ := channel.LookupTx("BKIQ0001")
-	_, err = channel.BuildRequest("BKIQ0001", guid, channel.WithDefaults(iq, nil), sentAt)
-	assert.NilError(t, err)
+	// Every transaction whose layout gives each request field a default
+	// builds a frame from its defaults alone.
+	for _, tx := range generated.Transactions() {
+		complete := true
+		for _, f := range tx.RequestFields {
+			complete = complete && f.HasDefault
+		}
+		if complete {
+			_, err = channel.BuildRequest(tx.Code, guid, channel.WithDefaults(tx, nil), sentAt)
+			assert.NilError(t, err, tx.Code)
+		}
+	}
 }
 
 func TestJSONRequests(t *testing.T) {

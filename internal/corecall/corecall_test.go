@@ -440,26 +440,41 @@ func TestCancelledBeforeConnectIsNotSent(t *testing.T) {
 	assert.Equal(t, res.Source, generated.SourceConnectFail, "err: %v", res.Err)
 }
 
-func TestLookupTransfer(t *testing.T) {
+func TestLookup(t *testing.T) {
 	sim := coresim.New(coresim.Config{})
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	c := newClient(t, corecall.Config{BaseURL: srv.URL})
 
-	found, body, err := c.LookupTransfer(context.Background(), guid)
+	found, err := c.Lookup(context.Background(), bktr(t), guid, transfer("rent"))
 	assert.NilError(t, err)
-	assert.Assert(t, !found && body == nil)
+	assert.Assert(t, !found.Posted && found.Body == nil)
 
 	res := c.Call(context.Background(), bktr(t), guid, transfer("rent"))
 	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
-	found, body, err = c.LookupTransfer(context.Background(), guid)
+	found, err = c.Lookup(context.Background(), bktr(t), guid, transfer("rent"))
 	assert.NilError(t, err)
-	assert.Assert(t, found)
-	assert.DeepEqual(t, body, res.Body.(*generated.BKTR0001Response))
+	assert.Assert(t, found.Posted)
+	assert.DeepEqual(t, found.Body, res.Body)
 	assert.Equal(t, sim.Stats().Calls, 1, "a lookup is not a transfer")
 }
 
-func TestLookupTransferErrors(t *testing.T) {
+// TestLookupNone: a transaction declared "lookup none" is refused before
+// any call.
+func TestLookupNone(t *testing.T) {
+	core, srv := startSteerable(t)
+	c := newClient(t, corecall.Config{BaseURL: srv.URL})
+	for _, tx := range generated.Transactions() {
+		if tx.Settle != generated.SettleAsNotPosted {
+			continue
+		}
+		_, err := c.Lookup(context.Background(), tx, guid, tx.NewRequest())
+		assert.ErrorIs(t, err, generated.ErrNoLookup)
+	}
+	assert.Equal(t, core.count(), 0)
+}
+
+func TestLookupErrors(t *testing.T) {
 	core, srv := startSteerable(t)
 	c := newClient(t, corecall.Config{BaseURL: srv.URL})
 	for _, tc := range []struct {
@@ -469,16 +484,18 @@ func TestLookupTransferErrors(t *testing.T) {
 	}{
 		{"500", reply(500, ``), "HTTP 500"},
 		{"garbage", reply(200, `{`), "undecodable"},
-		{"too long", reply(200, `{"txId":"T0000000000000001X","balance":1,"postedAt":"20261129103000"}`), "does not fit"},
-		{"other guid", reply(200, `{"guid":"ffffffffffffffffffffffffffffffff","txId":"T1","balance":1,"postedAt":"20261129103000"}`), "answered for GUID"},
+		{"too long", reply(200, `{"guid":"`+guid+`","txId":"T0000000000000001X","balance":1,"postedAt":"20261129103000"}`), "does not fit"},
+		{"other guid", reply(200, `{"guid":"ffffffffffffffffffffffffffffffff","txId":"T1","balance":1,"postedAt":"20261129103000"}`), `not about GUID ` + guid + ` (guid "ffff`},
+		{"no guid", reply(200, `{"txId":"T1","balance":1,"postedAt":"20261129103000"}`), "(guid missing)"},
+		{"403", reply(403, ``), "HTTP 403"},
 		{"dropped", hijackClose, "lookup"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			core.mu.Lock()
 			core.answer = tc.answer
 			core.mu.Unlock()
-			found, _, err := c.LookupTransfer(context.Background(), guid)
-			assert.Assert(t, !found)
+			found, err := c.Lookup(context.Background(), bktr(t), guid, transfer("rent"))
+			assert.Assert(t, !found.Posted)
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
@@ -487,7 +504,7 @@ func TestLookupTransferErrors(t *testing.T) {
 	assert.Equal(t, got.path, "/v1/transfers/"+guid)
 
 	c = newClient(t, corecall.Config{BaseURL: "http://" + closedPort(t)})
-	_, _, err := c.LookupTransfer(context.Background(), guid)
+	_, err := c.Lookup(context.Background(), bktr(t), guid, transfer("rent"))
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 }
 

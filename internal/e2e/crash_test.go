@@ -69,14 +69,14 @@ func TestCrashMidCallSettledByResolve(t *testing.T) {
 	}
 
 	// A SENT row younger than --stale-sent may be a live call: left alone.
-	assert.Equal(t, resolve("3600"), "resolve: selected=0 done=0 failed=0 unreachable=0 skipped=0")
+	assert.Equal(t, resolve("3600"), "resolve: selected=0 done=0 failed=0 unreachable=0 skipped=0 unknown_tx=0 undecodable=0")
 	assert.Equal(t, row(t, db, guid).State, ledger.StateSent)
 
 	// Once the core has posted it and the row is older than --stale-sent,
 	// resolve settles it from GET /v1/transfers/{guid}.
 	waitPosted(t, coreURL, guid)
 	ageRow(t, db, guid, ledger.StateSent, time.Minute)
-	assert.Equal(t, resolve("1"), "resolve: selected=1 done=1 failed=0 unreachable=0 skipped=0")
+	assert.Equal(t, resolve("1"), "resolve: selected=1 done=1 failed=0 unreachable=0 skipped=0 unknown_tx=0 undecodable=0")
 
 	r = row(t, db, guid)
 	assert.Equal(t, r.State, ledger.StateDone)

@@ -130,6 +130,16 @@ func (r *BKIQ0001Request) Fields() []FieldValue {
 	}
 }
 
+// TxCode is BKIQ0001: the TX_CODE of the frames this body travels in.
+func (*BKIQ0001Request) TxCode() string {
+	return "BKIQ0001"
+}
+
+// Flag is FlagRequest: this is a request body.
+func (*BKIQ0001Request) Flag() string {
+	return FlagRequest
+}
+
 // BKIQ0001Response is the response body of BKIQ0001 (balance inquiry): 29 bytes after the header.
 type BKIQ0001Response struct {
 	Balance int64  // BALANCE, 15 bytes at 0, kind N, JSON balance
@@ -224,6 +234,16 @@ func (r *BKIQ0001Response) Fields() []FieldValue {
 	}
 }
 
+// TxCode is BKIQ0001: the TX_CODE of the frames this body travels in.
+func (*BKIQ0001Response) TxCode() string {
+	return "BKIQ0001"
+}
+
+// Flag is FlagResponse: this is a response body.
+func (*BKIQ0001Response) Flag() string {
+	return FlagResponse
+}
+
 // CorePath returns the path of the core call, GET /v1/accounts/{bank}/{acct}, with the request's values filled in.
 func (r *BKIQ0001Request) CorePath() (string, error) {
 	bank, ok := BankToCore(r.Bank)
@@ -231,4 +251,9 @@ func (r *BKIQ0001Request) CorePath() (string, error) {
 		return "", &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.Bank, Reason: "not a code of map BANK"}
 	}
 	return "/v1/accounts/" + url.PathEscape(bank) + "/" + url.PathEscape(r.Acct), nil
+}
+
+// LookupPath fails: BKIQ0001 declares lookup none (a read, settled as never posted without asking the core).
+func (r *BKIQ0001Request) LookupPath(guid string) (string, error) {
+	return "", ErrNoLookup
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"lhrelay/internal/fixedwidth"
+	"net/url"
 	"strconv"
 )
 
@@ -215,6 +216,16 @@ func (r *BKTR0001Request) Fields() []FieldValue {
 	}
 }
 
+// TxCode is BKTR0001: the TX_CODE of the frames this body travels in.
+func (*BKTR0001Request) TxCode() string {
+	return "BKTR0001"
+}
+
+// Flag is FlagRequest: this is a request body.
+func (*BKTR0001Request) Flag() string {
+	return FlagRequest
+}
+
 // BKTR0001Response is the response body of BKTR0001 (account transfer): 45 bytes after the header.
 type BKTR0001Response struct {
 	CoreTxid string // CORE_TXID, 16 bytes at 0, kind X, JSON txId
@@ -325,7 +336,22 @@ func (r *BKTR0001Response) Fields() []FieldValue {
 	}
 }
 
+// TxCode is BKTR0001: the TX_CODE of the frames this body travels in.
+func (*BKTR0001Response) TxCode() string {
+	return "BKTR0001"
+}
+
+// Flag is FlagResponse: this is a response body.
+func (*BKTR0001Response) Flag() string {
+	return FlagResponse
+}
+
 // CorePath returns the path of the core call, POST /v1/transfers, with the request's values filled in.
 func (r *BKTR0001Request) CorePath() (string, error) {
 	return "/v1/transfers", nil
+}
+
+// LookupPath returns the path of the lookup that settles an unknown outcome, GET /v1/transfers/{guid}, for the request with header GUID guid.
+func (r *BKTR0001Request) LookupPath(guid string) (string, error) {
+	return "/v1/transfers/" + url.PathEscape(guid), nil
 }

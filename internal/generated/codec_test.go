@@ -280,11 +280,33 @@ func TestResponseJSON(t *testing.T) {
 }
 
 func TestRegistryAndPaths(t *testing.T) {
-	codes := []string{}
-	for _, tx := range generated.Transactions() {
-		codes = append(codes, tx.Code)
+	// Every registered transaction is found by its code, in code order,
+	// and its bodies say which transaction they belong to. The list is the
+	// registry's: adding a layout never breaks this test.
+	txs := generated.Transactions()
+	assert.Assert(t, len(txs) >= 2)
+	for i, tx := range txs {
+		got, ok := generated.LookupTransaction(tx.Code)
+		assert.Assert(t, ok && got == tx, tx.Code)
+		if i > 0 {
+			assert.Assert(t, txs[i-1].Code < tx.Code, "ordered by code")
+		}
+		assert.Equal(t, tx.NewRequest().TxCode(), tx.Code)
+		assert.Equal(t, tx.NewRequest().Flag(), generated.FlagRequest)
+		assert.Equal(t, tx.NewResponse().TxCode(), tx.Code)
+		assert.Equal(t, tx.NewResponse().Flag(), generated.FlagResponse)
+		assert.Equal(t, len(tx.RequestFields), len(tx.NewRequest().Fields()))
+		switch tx.Settle {
+		case generated.SettleByLookup:
+			assert.Assert(t, strings.HasPrefix(tx.LookupPath, "/"), tx.Code)
+		case generated.SettleAsNotPosted:
+			assert.Equal(t, tx.Method, "GET", "only a read may be settled without a lookup")
+			_, err := tx.NewRequest().LookupPath(guid)
+			assert.ErrorIs(t, err, generated.ErrNoLookup)
+		default:
+			t.Fatalf("%s: settlement %d", tx.Code, tx.Settle)
+		}
 	}
-	assert.DeepEqual(t, codes, []string{"BKIQ0001", "BKTR0001"})
 	_, ok := generated.LookupTransaction("BKXX0001")
 	assert.Assert(t, !ok)
 
@@ -302,6 +324,33 @@ func TestRegistryAndPaths(t *testing.T) {
 	path, err := req.CorePath()
 	assert.NilError(t, err)
 	assert.Equal(t, path, "/v1/accounts/LHB/11002003004005")
+	assert.Equal(t, iq.Settle, generated.SettleAsNotPosted)
+
+	assert.Equal(t, tr.Settle, generated.SettleByLookup)
+	assert.Equal(t, tr.LookupPath, "/v1/transfers/{guid}")
+	path, err = tr.NewRequest().LookupPath(guid)
+	assert.NilError(t, err)
+	assert.Equal(t, path, "/v1/transfers/"+guid)
+	assert.Equal(t, generated.ClientDefault(), tr)
+}
+
+// TestAppendFrameRefusesAnotherTransactionsBody: a frame's body must be of
+// the transaction its header names, and of the FLAG it carries.
+func TestAppendFrameRefusesAnotherTransactionsBody(t *testing.T) {
+	txs := generated.Transactions()
+	for _, tx := range txs {
+		for _, other := range txs {
+			if other == tx {
+				continue
+			}
+			h := generated.Header{TxCode: tx.Code, GUID: guid, Flag: generated.FlagResponse, SrcOrg: "999", DstOrg: "081", RspCode: "0000", SentAt: "20261129103000"}
+			_, err := generated.AppendFrame(nil, &h, other.NewResponse())
+			assert.ErrorContains(t, err, "a "+other.Code+" body")
+		}
+		h := generated.Header{TxCode: tx.Code, GUID: guid, Flag: generated.FlagResponse, SrcOrg: "999", DstOrg: "081", RspCode: "0000", SentAt: "20261129103000"}
+		_, err := generated.AppendFrame(nil, &h, tx.NewRequest())
+		assert.ErrorContains(t, err, `with FLAG "S" does not go in`)
+	}
 }
 
 func TestSetAndFields(t *testing.T) {

@@ -128,14 +128,21 @@ func (h *Header) AppendTo(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// BodyEncoder is a body that can append its fixed-width form.
+// BodyEncoder is a body that can append its fixed-width form, and says
+// which transaction's frames, and which FLAG, it belongs in.
 type BodyEncoder interface {
 	AppendTo([]byte) ([]byte, error)
+	TxCode() string
+	Flag() string
 }
 
 // AppendFrame appends a whole frame: the header with LEN computed from the
-// body, then the body (nil for an empty body). h is not modified.
+// body, then the body (nil for an empty body). h is not modified. It refuses
+// a body of another transaction than h's TX_CODE, or of the other FLAG.
 func AppendFrame(dst []byte, h *Header, body BodyEncoder) ([]byte, error) {
+	if body != nil && (body.TxCode() != h.TxCode || body.Flag() != h.Flag) {
+		return dst, fmt.Errorf("a %s body with FLAG %q does not go in a %s frame with FLAG %q", body.TxCode(), body.Flag(), h.TxCode, h.Flag)
+	}
 	start := len(dst)
 	hdr := *h
 	hdr.Len = 0

@@ -2,6 +2,8 @@
 
 package generated
 
+import "errors"
+
 // FieldValue is one body field's value in text form, for display.
 type FieldValue struct {
 	Name    string // layout name, e.g. WD_ACCT
@@ -20,8 +22,16 @@ type RequestBody interface {
 	Set(key, value string) error
 	// Fields lists the values in layout order.
 	Fields() []FieldValue
+	// TxCode is the TX_CODE of the transaction the body belongs to.
+	TxCode() string
+	// Flag is the header FLAG of the frames the body travels in.
+	Flag() string
 	// CorePath is the path of the core call with the request's values filled in.
 	CorePath() (string, error)
+	// LookupPath is the path of the lookup that settles an unknown outcome
+	// of the request with header GUID guid; ErrNoLookup for a transaction
+	// settled without one (Settle is SettleAsNotPosted).
+	LookupPath(guid string) (string, error)
 	// CoreJSON is the request in the core's JSON.
 	CoreJSON(guid string) ([]byte, error)
 	// FromCoreJSON sets the request from the core's JSON and returns its guid.
@@ -38,10 +48,47 @@ type ResponseBody interface {
 	Set(key, value string) error
 	// Fields lists the values in layout order.
 	Fields() []FieldValue
+	// TxCode is the TX_CODE of the transaction the body belongs to.
+	TxCode() string
+	// Flag is the header FLAG of the frames the body travels in.
+	Flag() string
 	// CoreJSON is the body in the core's JSON.
 	CoreJSON() ([]byte, error)
 	// FromCoreJSON sets the body from the core's JSON answer.
 	FromCoreJSON(data []byte) error
+}
+
+// Settlement is how a transaction's unknown outcome (E901, or a SENT row
+// orphaned by a relay that died) is settled (SPEC §2, §7).
+type Settlement int
+
+const (
+	// SettleByLookup: ask the core with the transaction's lookup GET; 200
+	// means posted, 404 never posted, anything else that it cannot tell yet.
+	SettleByLookup Settlement = iota + 1
+	// SettleAsNotPosted: a read (layout: lookup none), which changes
+	// nothing in the core; settled as never posted without asking, since
+	// sending it again is harmless.
+	SettleAsNotPosted
+)
+
+// ErrNoLookup is LookupPath's error for a transaction settled without a lookup.
+var ErrNoLookup = errors.New("the transaction declares lookup none: it is settled without asking the core")
+
+// FieldSpec describes one request field for a channel client: what to
+// send when the caller gives no value.
+type FieldSpec struct {
+	Name string // layout name, e.g. WD_ACCT
+	JSON string // the core's JSON key, which Set takes
+	// Default is the layout's default= value, in the form Set takes;
+	// HasDefault is false when the layout declares none.
+	Default    string
+	HasDefault bool
+	// VaryMin..VaryMax is the layout's vary= range, from which a load
+	// client draws each frame's value; Vary is false when it declares none.
+	VaryMin int64
+	VaryMax int64
+	Vary    bool
 }
 
 // Transaction is one registered transaction code and how it reaches the core.
@@ -56,6 +103,12 @@ type Transaction struct {
 	// StatusSources maps core HTTP statuses this transaction answers
 	// differently from the default rules of SPEC §5.
 	StatusSources map[int]Source
+	// Settle is how an unknown outcome is settled; LookupPath is the
+	// lookup's path template (empty with SettleAsNotPosted).
+	Settle     Settlement
+	LookupPath string
+	// RequestFields describes the request body's fields in layout order.
+	RequestFields []FieldSpec
 	NewRequest    func() RequestBody
 	NewResponse   func() ResponseBody
 }
@@ -70,6 +123,12 @@ var (
 		RequestLen:    BKIQ0001RequestLen,
 		ResponseLen:   BKIQ0001ResponseLen,
 		StatusSources: map[int]Source{404: SourceNoAccount},
+		Settle:        SettleAsNotPosted,
+		LookupPath:    "",
+		RequestFields: []FieldSpec{
+			{Name: "BANK", JSON: "bank", Default: "081", HasDefault: true},
+			{Name: "ACCT", JSON: "acct", Default: "11002003004007", HasDefault: true},
+		},
 		NewRequest: func() RequestBody {
 			return new(BKIQ0001Request)
 		},
@@ -86,6 +145,16 @@ var (
 		RequestLen:    BKTR0001RequestLen,
 		ResponseLen:   BKTR0001ResponseLen,
 		StatusSources: nil,
+		Settle:        SettleByLookup,
+		LookupPath:    "/v1/transfers/{guid}",
+		RequestFields: []FieldSpec{
+			{Name: "WD_BANK", JSON: "wdBank", Default: "081", HasDefault: true},
+			{Name: "WD_ACCT", JSON: "wdAcct", Default: "11002003004007", HasDefault: true},
+			{Name: "DP_BANK", JSON: "dpBank", Default: "081", HasDefault: true},
+			{Name: "DP_ACCT", JSON: "dpAcct", Default: "11002003004005", HasDefault: true},
+			{Name: "AMOUNT", JSON: "amount", Default: "1000", HasDefault: true, VaryMin: 1, VaryMax: 1000, Vary: true},
+			{Name: "MEMO", JSON: "memo", Default: "lhsend", HasDefault: true},
+		},
 		NewRequest: func() RequestBody {
 			return new(BKTR0001Request)
 		},
@@ -113,6 +182,12 @@ func LookupTransaction(code string) (*Transaction, bool) {
 		return &bktr0001, true
 	}
 	return nil, false
+}
+
+// ClientDefault is the transaction a channel client sends when none is named:
+// the one whose layout says client default.
+func ClientDefault() *Transaction {
+	return &bktr0001
 }
 
 // Transactions lists every registered transaction, ordered by code.

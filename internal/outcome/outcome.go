@@ -36,6 +36,53 @@ func OfCall(dst []byte, req *generated.Header, res corecall.Result, now time.Tim
 	return Of(src, out), src
 }
 
+// OfLookup is the record that settles an unknown outcome of the request
+// with header req from what its transaction's lookup found (SPEC §7):
+// posted → DONE 0000 with a response frame carrying the body the core
+// returned; never posted → FAILED E902. A body that cannot be framed is no
+// settlement: ok is false and the row must stay as it is.
+func OfLookup(req *generated.Header, found corecall.Lookup, now time.Time) (o ledger.Outcome, ok bool) {
+	src := generated.SourceConnectFail
+	if found.Posted {
+		src = generated.SourceHTTP200
+	}
+	out, got := frame(nil, req, src, found.Body, now)
+	return Of(got, out), got == src
+}
+
+// NotPosted is the record that settles an unknown outcome of a transaction
+// with no lookup (a read, SettleAsNotPosted) without asking the core:
+// FAILED E902, since sending it again is harmless.
+func NotPosted(req *generated.Header, now time.Time) ledger.Outcome {
+	out, src := frame(nil, req, generated.SourceConnectFail, nil, now)
+	return Of(src, out)
+}
+
+// AnswerBeforeRecord reports whether the answer src may go out to the
+// channel before its outcome is recorded: whether, should the relay fail
+// to record it (or die first), settling the row it leaves SENT by tx's own
+// rule reaches the same answer.
+//
+//   - E901 stays a matter of inquiry, and E902 is what "never posted"
+//     settles to: both agree with whatever tx's settlement finds.
+//   - 0000 is found again only by a lookup, which finds the posting; a
+//     transaction without one would be settled as never posted.
+//   - A refusal or core error (B2xx, E500: DONE, not posted) is found by no
+//     lookup: the row would become FAILED E902 and reprocess would send it
+//     again, possibly posting what the channel was told was refused.
+//
+// An answer for which this is false goes out only once its row is
+// recorded; if that fails, the channel is told E901.
+func AnswerBeforeRecord(tx *generated.Transaction, src generated.Source) bool {
+	switch {
+	case ledger.State(src.LedgerState()) != ledger.StateDone:
+		return true
+	case src == generated.SourceHTTP200:
+		return tx.Settle == generated.SettleByLookup
+	}
+	return false
+}
+
 // frame builds the answer with src's code, falling back as OfCall says.
 func frame(dst []byte, req *generated.Header, src generated.Source, body generated.ResponseBody, now time.Time) ([]byte, generated.Source) {
 	out, err := wire.AppendResponse(dst, req, src.Code(), body, now)

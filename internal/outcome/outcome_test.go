@@ -49,3 +49,52 @@ func TestOfCall(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerBeforeRecord: an answer may go out before its row is recorded
+// only where settling the row by its transaction's own rule reaches the
+// same answer.
+func TestAnswerBeforeRecord(t *testing.T) {
+	recorded := []generated.Source{
+		generated.SourceHTTP200, generated.SourceInsufficientFunds, generated.SourceNoAccount,
+		generated.SourceLimitExceeded, generated.SourceHTTP500, generated.SourceReadTimeout, generated.SourceConnectFail,
+	}
+	for _, tx := range generated.Transactions() {
+		for _, src := range recorded {
+			var want bool
+			switch {
+			case src == generated.SourceReadTimeout || src == generated.SourceConnectFail:
+				want = true // inquiry or "never posted": what settling reaches anyway
+			case src == generated.SourceHTTP200:
+				want = tx.Settle == generated.SettleByLookup // only a lookup finds the posting again
+			}
+			assert.Equal(t, outcome.AnswerBeforeRecord(tx, src), want, "%s %s", tx.Code, src)
+		}
+	}
+}
+
+func TestOfLookupAndNotPosted(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 30, 0, 0, time.UTC)
+	req := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129100000"}
+	body := &generated.BKTR0001Response{CoreTxid: "T1", Balance: 5, PostedAt: "20261129103000"}
+
+	rec, ok := outcome.OfLookup(&req, corecall.Lookup{Posted: true, Body: body}, now)
+	assert.Assert(t, ok)
+	assert.Equal(t, rec.State, ledger.StateDone)
+	assert.Equal(t, rec.RspCode, string(generated.RspHTTP200))
+	assert.Equal(t, len(rec.Response), generated.HeaderLen+generated.BKTR0001ResponseLen)
+
+	rec, ok = outcome.OfLookup(&req, corecall.Lookup{}, now)
+	assert.Assert(t, ok)
+	assert.Equal(t, rec.State, ledger.StateFailed)
+	assert.Equal(t, rec.RspCode, string(generated.RspConnectFail))
+	assert.Equal(t, len(rec.Response), generated.HeaderLen)
+
+	// A posted answer that cannot be framed (another transaction's body)
+	// settles nothing.
+	_, ok = outcome.OfLookup(&req, corecall.Lookup{Posted: true, Body: &generated.BKIQ0001Response{Balance: 1, AsOf: "20261129103000"}}, now)
+	assert.Assert(t, !ok)
+
+	rec = outcome.NotPosted(&req, now)
+	assert.Equal(t, rec.State, ledger.StateFailed)
+	assert.Equal(t, rec.RspCode, string(generated.RspConnectFail))
+}

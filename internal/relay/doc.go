@@ -18,12 +18,15 @@
 //     Unknown E901; Reused E904 — none of them calls the core.
 //   - call: corecall.Client.Send, exactly once.
 //   - record: the ledger row moves to the outcome's state with the code and
-//     the exact response frame. A refusal or core error (B201–B203, E500)
-//     is answered only once that is on disk. A 0000, E901 or E902 is
-//     answered at once while the commit is on its way (Ledger.FinishLater):
-//     if the relay dies before it lands, the row stays SENT and resolve
-//     --stale-sent settles it by inquiry to the same answer (the policy
-//     below), so the channel loses nothing but a millisecond of waiting. A
+//     the exact response frame (outcome.OfCall builds both). An answer that
+//     settling the row would reach too (outcome.AnswerBeforeRecord: E901,
+//     E902, and 0000 of a transaction settled by a lookup) is answered at
+//     once while the commit is on its way (Ledger.FinishLater): if the
+//     relay dies before it lands, the row stays SENT and resolve
+//     --stale-sent settles it to the same answer (the policy below), so the
+//     channel loses nothing but a millisecond of waiting. Any other answer
+//     (a refusal or core error, B201–B203 or E500; a 0000 of a read, which
+//     is settled as never posted) is answered only once it is on disk. A
 //     retry of the same GUID is queued to the ledger behind the outcome,
 //     so it finds the outcome (a replay), never E903.
 //   - answer: the frame is written with a write deadline of FrameTimeout.
@@ -37,14 +40,17 @@
 // --stale-sent settles it by inquiry.
 //
 // Ledger unusable when recording: the row stays SENT and the error is
-// logged with the GUID; resolve --stale-sent later settles the row by
-// inquiry: a posted transfer is found (DONE 0000), one that was not is 404
-// (FAILED E902, which reprocess sends again). The channel gets the true
-// outcome when that inquiry will agree with it: 0000, E901, E902. A refusal
-// or core error (B201–B203, E500) would not be agreed with — the inquiry
-// finds nothing, and reprocess would resend what the channel was told was
-// refused — so it is answered E901 instead: the result is for inquiry, and
-// the inquiry will tell the truth.
+// logged with the GUID; resolve --stale-sent later settles the row by its
+// transaction's own rule (the layout's lookup line): a posted request is
+// found by its lookup (DONE 0000), one that was not is 404 (FAILED E902,
+// which reprocess sends again); a read declared "lookup none" is settled
+// FAILED E902 without asking. The channel gets the true outcome when that
+// settlement will agree with it (outcome.AnswerBeforeRecord). A refusal or
+// core error (B201–B203, E500) would not be agreed with — the lookup finds
+// nothing, and reprocess would resend what the channel was told was
+// refused — and neither would a read's 0000; such an answer is E901
+// instead: the result is for settlement, and settlement will tell the
+// truth.
 //
 // MaxConns: a connection accepted while MaxConns connections are open is
 // closed at once, before a single byte is read from it. The channel sees the

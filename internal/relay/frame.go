@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"lhrelay/internal/corecall"
-	"lhrelay/internal/fixedwidth"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/outcome"
@@ -117,30 +116,18 @@ func (c *conn) process(st *frameState) []byte {
 	s.at(stageValidating)
 	// LEN was read and LEN bytes with it, so framing holds whatever is
 	// wrong from here on: answer and go on reading.
-	if len(frame) < generated.HeaderLen {
-		return c.reject(st, generated.SourceBadFrame, "frame shorter than the header", nil)
+	r, err := wire.ParseRequest(frame)
+	if err != nil {
+		var re *wire.RefusedError
+		if !errors.As(err, &re) {
+			re = &wire.RefusedError{Source: generated.SourceBadFrame, Why: "unparseable", Err: err}
+		}
+		st.hdr, st.txCode, st.guid, st.tx = r.Header, r.Header.TxCode, r.Header.GUID, r.Tx
+		return c.reject(st, re.Source, re.Why, re.Err)
 	}
-	if !fixedwidth.PrintableBytes(frame[generated.PrefixLen:]) {
-		return c.reject(st, generated.SourceBadFrame, "byte outside printable ASCII", nil)
-	}
-	text := string(frame)
-	if err := st.hdr.Decode(text[:generated.HeaderLen]); err != nil {
-		return c.reject(st, generated.SourceBadFrame, "bad header", err)
-	}
-	st.txCode, st.guid = st.hdr.TxCode, st.hdr.GUID
-	if st.hdr.Flag != generated.FlagRequest {
-		return c.reject(st, generated.SourceBadFrame, "FLAG is not a request", nil)
-	}
-	tx, ok := generated.LookupTransaction(st.hdr.TxCode)
-	if !ok {
-		return c.reject(st, generated.SourceUnknownTx, "TX_CODE not registered", nil)
-	}
-	st.tx = tx
-	req := tx.NewRequest()
-	if err := req.Decode(text[generated.HeaderLen:]); err != nil {
-		return c.reject(st, generated.SourceBadFrame, "bad body", err)
-	}
-	st.req = req
+	st.hdr, st.txCode, st.guid = r.Header, r.Header.TxCode, r.Header.GUID
+	tx, req := r.Tx, r.Body
+	st.tx, st.req = tx, req
 	c.logReceived(st)
 	call, err := corecall.Prepare(tx, st.hdr.GUID, req)
 	if err != nil {
@@ -213,33 +200,22 @@ func (c *conn) notOwned(st *frameState, claim ledger.Claim) []byte {
 	return c.answer(st, src)
 }
 
-// settledAlike reports whether resolve, which settles a row left SENT by
-// asking the core (GET /v1/transfers/{guid}), reaches the answer src gives:
-// a posted transfer is found (DONE 0000); a transfer never sent is not
-// (FAILED E902); an unknown result stays a matter of inquiry (E901). A
-// refusal or a core error (B2xx, E500: DONE, not posted) is not found
-// either, so resolve would record FAILED E902 and reprocess would send the
-// transfer again — possibly posting what the channel was told was refused.
-// Such an answer may go out only once its row is recorded.
-func settledAlike(src generated.Source) bool {
-	return src == generated.SourceHTTP200 || ledger.State(src.LedgerState()) != ledger.StateDone
-}
-
 // record records an owned request's outcome and returns the answer. An
-// answer the later inquiry agrees with (settledAlike) goes out while its
-// outcome's commit is on the way; any other waits for the commit and, if
-// the outcome could not be recorded, becomes E901 (package comment).
+// answer that settling the row would reach too (outcome.AnswerBeforeRecord,
+// by the transaction's own lookup declaration) goes out while its outcome's
+// commit is on the way; any other waits for the commit and, if the outcome
+// could not be recorded, becomes E901 (package comment).
 func (c *conn) record(st *frameState, src generated.Source, out []byte) []byte {
 	s := c.s
 	st.state = ledger.State(src.LedgerState())
-	if settledAlike(src) {
+	if outcome.AnswerBeforeRecord(st.tx, src) {
 		s.finishLater(st, c.remote, src, out)
 		return out
 	}
 	if err := s.finish(st.hdr.GUID, src, out); err != nil {
 		st.err = errors.Join(st.err, err)
 		st.state = ledger.StateSent
-		s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent, answering READ_TIMEOUT: resolve would take this refusal for never sent",
+		s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent, answering READ_TIMEOUT: settling it would not find this answer",
 			"remote", c.remote, "guid", st.guid, "tx", st.tx.Code, "core_rsp", string(src.Code()), "err", err)
 		return c.answer(st, generated.SourceReadTimeout)
 	}

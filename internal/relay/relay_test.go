@@ -639,13 +639,13 @@ func TestLedgerLockedAtClaim(t *testing.T) {
 // timeout is busy, and once it is claimed (its row SENT) and at the core,
 // takes the ledger's write lock from another connection and lets core
 // answer. The caller reads the answer from c and calls release.
-func answerUnderLock(t *testing.T, core http.Handler, busy time.Duration) (e *env, c net.Conn, guid string, release func()) {
+func answerUnderLock(t *testing.T, core http.Handler, frame func(guid string) []byte, busy time.Duration) (e *env, c net.Conn, guid string, release func()) {
 	t.Helper()
 	g := newGate(core)
 	e = startEnv(t, envConfig{core: g, ledger: true, ledgerOpts: []ledger.Option{ledger.WithBusyTimeout(busy)}})
 	guid = newGUID()
 	c = e.dial()
-	_, err := c.Write(transferFrame(t, guid))
+	_, err := c.Write(frame(guid))
 	assert.NilError(t, err)
 	g.waitArrival(t)
 	release = holdWriteLock(t, e.led.Path())
@@ -653,25 +653,37 @@ func answerUnderLock(t *testing.T, core http.Handler, busy time.Duration) (e *en
 	return e, c, guid, release
 }
 
+// transferOf and inquiryOf build the frame answerUnderLock sends.
+func transferOf(t *testing.T) func(string) []byte {
+	return func(guid string) []byte { return transferFrame(t, guid) }
+}
+
+func inquiryOf(t *testing.T) func(string) []byte {
+	return func(guid string) []byte { return inquiryFrame(t, guid, "11002003004005") }
+}
+
 // TestOutcomeNotRecorded: the core answers while another connection holds
 // the ledger's write lock past the busy timeout, so the outcome cannot be
 // recorded and the row stays SENT for resolve --stale-sent. The channel
-// gets the core's answer when resolve's inquiry will agree with it (a
-// posted transfer is found), and E901 when it would not (a refusal or core
-// error is not found either: resolve would make the row FAILED E902 and
-// reprocess would send the transfer again).
+// gets the core's answer when settling the row will agree with it (a
+// posted transfer is found by its lookup), and E901 when it would not (a
+// refusal or core error is not found either: resolve would make the row
+// FAILED E902 and reprocess would send the transfer again; a read has no
+// lookup and is settled FAILED E902 whatever it answered).
 func TestOutcomeNotRecorded(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		core http.Handler
-		want generated.RspCode
+		name  string
+		core  http.Handler
+		frame func(string) []byte
+		want  generated.RspCode
 	}{
-		{"posted", simCore(0), generated.RspHTTP200},
-		{"refused", reply(422, `{"result":"INSUFFICIENT_FUNDS"}`), generated.RspReadTimeout},
-		{"core error", reply(500, ``), generated.RspReadTimeout},
+		{"posted", simCore(0), transferOf(t), generated.RspHTTP200},
+		{"refused", reply(422, `{"result":"INSUFFICIENT_FUNDS"}`), transferOf(t), generated.RspReadTimeout},
+		{"core error", reply(500, ``), transferOf(t), generated.RspReadTimeout},
+		{"read answered", simCore(0), inquiryOf(t), generated.RspReadTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, c, guid, release := answerUnderLock(t, tc.core, 50*time.Millisecond)
+			e, c, guid, release := answerUnderLock(t, tc.core, tc.frame, 50*time.Millisecond)
 			a := e.read(c)
 			e.srv.WaitRecorded() // the attempt to record the outcome is over
 			release()
@@ -679,7 +691,7 @@ func TestOutcomeNotRecorded(t *testing.T) {
 			assert.Equal(t, a.code(), string(tc.want))
 			assert.Equal(t, e.row(guid).State, ledger.StateSent)
 			assert.Assert(t, strings.Contains(e.log.String(), "outcome not recorded; row stays SENT"))
-			if sim, ok := tc.core.(*coresim.Server); ok {
+			if sim, ok := tc.core.(*coresim.Server); ok && tc.want == generated.RspHTTP200 {
 				assert.Equal(t, sim.PostCount(guid), 1)
 			}
 		})
@@ -696,14 +708,16 @@ func TestAnswerWaitsForTheRecordOnlyWhereItMust(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		core      http.Handler
+		frame     func(string) []byte
 		want      generated.RspCode
 		waitsLock bool
 	}{
-		{"posted", simCore(0), generated.RspHTTP200, false},
-		{"refused", reply(422, `{"result":"INSUFFICIENT_FUNDS"}`), generated.RspInsufficientFunds, true},
+		{"posted", simCore(0), transferOf(t), generated.RspHTTP200, false},
+		{"refused", reply(422, `{"result":"INSUFFICIENT_FUNDS"}`), transferOf(t), generated.RspInsufficientFunds, true},
+		{"read answered", simCore(0), inquiryOf(t), generated.RspHTTP200, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, c, guid, release := answerUnderLock(t, tc.core, time.Minute)
+			e, c, guid, release := answerUnderLock(t, tc.core, tc.frame, time.Minute)
 			if tc.waitsLock {
 				c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 				_, err := c.Read(make([]byte, 1))

@@ -110,28 +110,69 @@ func AppendRejection(dst []byte, frame []byte, code generated.RspCode, now time.
 	return h.AppendRawTo(dst)
 }
 
-// DecodeRequest decodes a whole request frame — a stored one, or one built
-// by a client — through the generated layouts: the header, the registered
-// transaction it names, and that transaction's request body.
-func DecodeRequest(frame []byte) (*generated.Transaction, generated.Header, generated.RequestBody, error) {
-	var h generated.Header
+// Request is a request frame parsed through the generated layouts: its
+// header, the registered transaction it names, and that transaction's body.
+type Request struct {
+	Header generated.Header
+	Tx     *generated.Transaction
+	Body   generated.RequestBody
+}
+
+// RefusedError says why ParseRequest refused a frame, and with which
+// source the relay answers it: BAD_FRAME (E102) or UNKNOWN_TX (E101).
+type RefusedError struct {
+	Source generated.Source
+	Why    string // what was wrong, for people: "bad header", "TX_CODE not registered", …
+	Err    error  // the layout's own error, if any
+}
+
+func (e *RefusedError) Error() string {
+	if e.Err == nil {
+		return e.Why
+	}
+	return e.Why + ": " + e.Err.Error()
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// ParseRequest parses a whole request frame — as the relay received it, as
+// the ledger stored it, or as a client built it — in the one way the whole
+// system does: the header (printable ASCII, fields valid, LEN matching the
+// bytes after the prefix, FLAG S), the registered transaction it names, and
+// that transaction's request body. Every refusal is a *RefusedError. What
+// was parsed before a refusal stays in r — the header once it decoded, the
+// transaction once it was found — so the answer and the log can name the
+// request (and mask its account fields).
+func ParseRequest(frame []byte) (r Request, err error) {
+	refuse := func(src generated.Source, why string, err error) (Request, error) {
+		return r, &RefusedError{Source: src, Why: why, Err: err}
+	}
 	if len(frame) < generated.HeaderLen {
-		return nil, h, nil, fmt.Errorf("request frame of %d bytes is shorter than the %d-byte header", len(frame), generated.HeaderLen)
+		return refuse(generated.SourceBadFrame, fmt.Sprintf("frame of %d bytes is shorter than the %d-byte header", len(frame), generated.HeaderLen), nil)
 	}
-	s := string(frame)
-	if err := h.Decode(s[:generated.HeaderLen]); err != nil {
-		return nil, h, nil, fmt.Errorf("request header: %w", err)
+	if !fixedwidth.PrintableBytes(frame[generated.PrefixLen:]) {
+		return refuse(generated.SourceBadFrame, "byte outside printable ASCII", nil)
 	}
-	if h.Len != len(frame)-generated.PrefixLen {
-		return nil, h, nil, fmt.Errorf("request length prefix says %d bytes, %d follow it", h.Len, len(frame)-generated.PrefixLen)
+	text := string(frame)
+	if err := r.Header.Decode(text[:generated.HeaderLen]); err != nil {
+		r.Header = generated.Header{} // half decoded: name nothing
+		return refuse(generated.SourceBadFrame, "bad header", err)
 	}
-	tx, ok := generated.LookupTransaction(h.TxCode)
+	if r.Header.Len != len(frame)-generated.PrefixLen {
+		return refuse(generated.SourceBadFrame, fmt.Sprintf("length prefix says %d bytes, %d follow it", r.Header.Len, len(frame)-generated.PrefixLen), nil)
+	}
+	if r.Header.Flag != generated.FlagRequest {
+		return refuse(generated.SourceBadFrame, "FLAG is not a request", nil)
+	}
+	tx, ok := generated.LookupTransaction(r.Header.TxCode)
 	if !ok {
-		return nil, h, nil, fmt.Errorf("TX_CODE %q is not registered", h.TxCode)
+		return refuse(generated.SourceUnknownTx, "TX_CODE not registered", nil)
 	}
+	r.Tx = tx
 	body := tx.NewRequest()
-	if err := body.Decode(s[generated.HeaderLen:]); err != nil {
-		return nil, h, nil, err
+	if err := body.Decode(text[generated.HeaderLen:]); err != nil {
+		return refuse(generated.SourceBadFrame, "bad body", err)
 	}
-	return tx, h, body, nil
+	r.Body = body
+	return r, nil
 }

@@ -1,0 +1,76 @@
+package corecall
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"lhrelay/internal/generated"
+)
+
+// Lookup is what a transaction's lookup found (SPEC §2): whether the core
+// posted the request, and if it did, what it answered, decoded with the
+// transaction's response layout.
+type Lookup struct {
+	Posted bool
+	Body   generated.ResponseBody // set when Posted
+}
+
+// Lookup asks the core whether the request req of transaction tx, sent with
+// header GUID guid, was posted: a GET of the lookup path its layout declares
+// (never a POST). 200 is posted, with a body that must fit tx's response
+// layout and carry the same guid; 404 is never posted. Anything else —
+// another status, a body that does not fit or names another GUID, no answer
+// — is an error: the caller cannot settle the row from it. A transaction
+// declared "lookup none" is refused with generated.ErrNoLookup before any
+// call.
+func (c *Client) Lookup(ctx context.Context, tx *generated.Transaction, guid string, req generated.RequestBody) (Lookup, error) {
+	path, err := req.LookupPath(guid)
+	if err != nil {
+		return Lookup{}, fmt.Errorf("corecall: lookup %s %s: %w", tx.Code, guid, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var tr tracer
+	res := c.roundTrip(ctx, http.MethodGet, path, guid, nil, &tr)
+	fail := func(format string, args ...any) (Lookup, error) {
+		return Lookup{}, fmt.Errorf("corecall: lookup %s %s: GET %s: %w", tx.Code, guid, path, fmt.Errorf(format, args...))
+	}
+	if res.err != nil {
+		return fail("%w", res.err)
+	}
+	switch res.resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return Lookup{}, nil
+	default:
+		return fail("core answered HTTP %d", res.resp.StatusCode)
+	}
+	if res.bodyErr != nil {
+		return fail("reading the answer: %v", res.bodyErr)
+	}
+	// The answer must say which request it is about: one about another
+	// GUID, or about none, must not settle this one.
+	var id struct {
+		GUID *string `json:"guid"`
+	}
+	if err := json.Unmarshal(res.body, &id); err != nil {
+		return fail("undecodable answer: %v", err)
+	}
+	if id.GUID == nil || *id.GUID != guid {
+		return fail("the answer is not about GUID %s (guid %s)", guid, quoteOrMissing(id.GUID))
+	}
+	body := tx.NewResponse()
+	if err := decodeSuccess(body, res.body); err != nil {
+		return fail("%v", err)
+	}
+	return Lookup{Posted: true, Body: body}, nil
+}
+
+func quoteOrMissing(s *string) string {
+	if s == nil {
+		return "missing"
+	}
+	return fmt.Sprintf("%q", *s)
+}
