@@ -1,7 +1,9 @@
 package corecall
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -50,6 +52,10 @@ type Config struct {
 	IdleConnTimeout time.Duration
 	// Dial replaces the TCP dialer (tests). Nil means a net.Dialer.
 	Dial DialFunc
+	// TLS configures the connections to an https core (trusted CAs, client
+	// certificate); it is cloned per connection. Nil means the system's
+	// CAs and no client certificate. Ignored for http.
+	TLS *tls.Config
 }
 
 // Client calls the core. It is safe for concurrent use; make one and share
@@ -109,6 +115,7 @@ func New(cfg Config) (*Client, error) {
 			return &countingConn{Conn: c}, nil
 		},
 		Protocols:           &protocols,
+		DialTLSContext:      dialTLS(dial, connectTimeout, cmp.Or(cfg.TLS, defaultTLS())),
 		MaxIdleConns:        cfg.MaxIdleConns,
 		MaxIdleConnsPerHost: cfg.MaxIdleConns,
 		IdleConnTimeout:     cfg.IdleConnTimeout,

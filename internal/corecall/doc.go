@@ -44,7 +44,8 @@
 // reading the body of a 200 is E901.
 //
 // The base URL must reach the core directly: no proxy is used (an HTTP
-// proxy would make "connected" mean connected to the proxy). An https URL
-// works, but the TLS layer hides the byte count, so there a failure after
-// the connection was handed over is always E901.
+// proxy would make "connected" mean connected to the proxy). Over https
+// the same facts hold: the handshake is part of the dial, and the bytes
+// counted are those of the request written into the TLS connection (see
+// dialTLS).
 package corecall

@@ -2,6 +2,7 @@ package corecall
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http/httptrace"
@@ -41,6 +42,13 @@ func (t *tracer) clientTrace() *httptrace.ClientTrace {
 			}
 		},
 		ConnectDone: func(_, _ string, err error) {
+			if err != nil {
+				t.mu.Lock()
+				t.dialErr = err
+				t.mu.Unlock()
+			}
+		},
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
 			if err != nil {
 				t.mu.Lock()
 				t.dialErr = err

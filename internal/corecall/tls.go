@@ -1,0 +1,75 @@
+package corecall
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http/httptrace"
+	"time"
+)
+
+// dialTLS returns the transport's DialTLSContext for an https core. It
+// makes the TLS handshake itself, inside the dial, so that the E901/E902
+// split of the package comment holds over TLS as it does over TCP:
+//
+//   - The handshake happens before the transport hands the connection to
+//     a request (GotConn). A handshake that fails — an untrusted
+//     certificate, a client certificate the core refuses, a core that
+//     never answers the ClientHello within the connect timeout — fails the
+//     dial: not a byte of the request was written, E902.
+//   - The connection returned is the *tls.Conn wrapped in a countingConn,
+//     which counts the plaintext bytes tls.Conn.Write reports written.
+//     tls.Conn counts a record's bytes only once the whole record was
+//     handed to the kernel, so a count that did not move means no complete
+//     record of the request left the relay, and a partial record cannot be
+//     decrypted by the core: nothing of the request can have reached it.
+//     A write in progress when the call failed still counts as maybe
+//     sent (sealNothingWritten), as over TCP.
+//
+// The version is TLS 1.2, whatever the configuration says. In TLS 1.3 the
+// client's handshake is over before the server has checked the client's
+// certificate: a core that refuses the relay's certificate (or wants one
+// and got none) says so only after the request was written, which would
+// turn a certificate the core refuses into E901 for every call. In TLS 1.2
+// the server's verdict is part of the handshake, so it is E902, the truth.
+//
+// The connect timeout bounds the TCP connect and the handshake together.
+// The configuration is cloned for each connection; ServerName defaults to
+// the host dialled, and HTTP/1.1 is the only protocol offered (fact 1).
+func dialTLS(dial DialFunc, connectTimeout time.Duration, base *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+		raw, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := base.Clone()
+		if cfg.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				cfg.ServerName = host
+			}
+		}
+		cfg.MinVersion, cfg.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
+		cfg.NextProtos = []string{"http/1.1"}
+		tc := tls.Client(raw, cfg)
+		trace := httptrace.ContextClientTrace(ctx)
+		if trace != nil && trace.TLSHandshakeStart != nil {
+			trace.TLSHandshakeStart()
+		}
+		err = tc.HandshakeContext(ctx)
+		if trace != nil && trace.TLSHandshakeDone != nil {
+			trace.TLSHandshakeDone(tc.ConnectionState(), err)
+		}
+		if err != nil {
+			raw.Close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		return &countingConn{Conn: tc}, nil
+	}
+}
+
+// defaultTLS is the configuration for an https core when none is given:
+// the system's trusted CAs, no client certificate.
+func defaultTLS() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS12} }
