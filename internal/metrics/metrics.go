@@ -49,6 +49,7 @@ type Metrics struct {
 	// outcomes to a textfile instead (batch.WriteMetricsFile).
 	BatchRows *prometheus.CounterVec
 
+	links     *linkMetrics
 	frames    *children[prometheus.Counter]
 	coreCalls *children[prometheus.Observer]
 }
@@ -88,6 +89,7 @@ func New() *Metrics {
 	}
 	reg.MustRegister(m.Frames, m.CoreCalls, m.InFlight, m.OpenConns, m.RejectedConns, m.BatchRows,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.links = newLinkMetrics(reg)
 	m.frames = newChildren(func(tx, rsp string) prometheus.Counter { return m.Frames.WithLabelValues(tx, rsp) })
 	m.coreCalls = newChildren(func(tx, outcome string) prometheus.Observer { return m.CoreCalls.WithLabelValues(tx, outcome) })
 	return m

@@ -33,6 +33,7 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
+	client string // the channel's verified TLS client certificate subject, if any
 	br     *bufio.Reader
 	frame  []byte // the frame being handled (ReadFrame's buffer)
 	out    []byte // the answer being built
@@ -103,6 +104,9 @@ func (c *conn) serve() {
 	}()
 	log := c.s.log
 	log.Debug("connection opened", "remote", c.remote)
+	if !c.handshake() {
+		return
+	}
 	for {
 		if !c.toIdle() {
 			log.Debug("connection closed: relay stopping", "remote", c.remote)

@@ -61,6 +61,19 @@
 // thing a channel cannot tell from a lost request. Rejections are logged at
 // most once a second with a running count.
 //
+// Allow-list and TLS: a connection from an address outside Config.Allow is
+// closed before a byte is read, like a MaxConns refusal (allow.go). Over
+// TLS (Config.TLS) the handshake comes first, bounded by FrameTimeout; a
+// handshake that fails (no client certificate, one from another CA, a
+// plain-TCP client) closes the connection before a frame is read
+// (tls.go). The client certificate's subject is in every frame line.
+//
+// Breaker (Config.Breaker, breaker.go): after a run of core calls that
+// could not connect or timed out, the core is not called for a cool-down.
+// Frames are answered E902 at once — nothing was sent — and recorded
+// FAILED/E902 like any E902, for the channel or reprocess to send again.
+// Ready fails while it is open.
+//
 // Panics: a panic while handling a frame is recovered, logged with its
 // stack, answered, and the connection closed (its per-connection state is
 // not trusted after a bug). The answer never claims more than is known:

@@ -157,15 +157,15 @@ func (c *conn) process(st *frameState) []byte {
 	s.at(stageClaimed)
 	st.stage = stageCalling
 	s.at(stageCalling)
-	res := s.core.Send(s.base, call)
+	res, sent := s.callCore(call)
 
 	rec, src := outcome.OfCall(c.out[:0], &st.hdr, res, s.now())
 	out := rec.Response
 	if src != res.Source {
 		res.Err = errors.Join(res.Err, fmt.Errorf("%s answer could not be framed; answering %s", res.Source.Code(), src.Code()))
 	}
-	st.called, st.res, st.err, st.rsp = true, res, res.Err, src.Code()
-	if s.metrics != nil {
+	st.called, st.res, st.err, st.rsp = sent, res, res.Err, src.Code()
+	if s.metrics != nil && sent {
 		s.metrics.CoreCalled(tx.Code, src, res.Elapsed)
 	}
 	c.keepOut(out)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
+	"lhrelay/internal/breaker"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
@@ -112,6 +115,10 @@ type envConfig struct {
 	connDone       func()
 	ledgerOverride Ledger
 	metrics        *metrics.Metrics
+	tls            *tls.Config    // channel side (Config.TLS)
+	allow          []netip.Prefix // Config.Allow
+	coreTLS        *tls.Config    // the core client's (corecall.Config.TLS)
+	breaker        *breaker.Breaker
 	// logger builds the relay's logger over the env's log buffer; nil: a
 	// text handler at debug level.
 	logger func(buf *testutil.SyncBuffer) *slog.Logger
@@ -131,6 +138,7 @@ func startEnv(t *testing.T, cfg envConfig) *env {
 		Timeout:        cmp.Or(cfg.timeout, 5*time.Second),
 		ConnectTimeout: cfg.connectTimeout,
 		Dial:           cfg.dial,
+		TLS:            cfg.coreTLS,
 	})
 	assert.NilError(t, err)
 	t.Cleanup(client.CloseIdleConnections)
@@ -156,6 +164,9 @@ func startEnv(t *testing.T, cfg envConfig) *env {
 		IdleTimeout:  cfg.idleTimeout,
 		MaxConns:     cfg.maxConns,
 		Logger:       logger,
+		TLS:          cfg.tls,
+		Allow:        cfg.allow,
+		Breaker:      cfg.breaker,
 	}
 	if cfg.metrics != nil { // not a nil *Metrics in a non-nil interface
 		rc.Metrics = cfg.metrics

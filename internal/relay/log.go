@@ -115,6 +115,9 @@ func (c *conn) frameDone(st *frameState) {
 		slog.Float64("latency_ms", millis(time.Since(st.start))),
 		slog.String("remote", c.remote),
 	)
+	if c.client != "" {
+		attrs = append(attrs, slog.String("client", c.client))
+	}
 	if st.claim != 0 {
 		attrs = append(attrs, slog.String("claim", st.claim.String()))
 	}

@@ -30,6 +30,11 @@ type Metrics interface {
 	ConnClosed()
 	// ConnRejected counts a connection refused by MaxConns.
 	ConnRejected()
+	// ConnNotAllowed counts a connection refused by Allow.
+	ConnNotAllowed()
+	// TLSHandshakeFailed counts a channel connection closed because its
+	// TLS handshake failed.
+	TLSHandshakeFailed()
 }
 
 // ErrStopping is what Ready reports once Shutdown or Close has begun.
@@ -41,11 +46,15 @@ type pinger interface {
 }
 
 // Ready reports whether the relay can take frames, for a readiness probe
-// (/readyz): it is not stopping, and its ledger, if it has one that can be
-// pinged, answers a read and a round trip through its writer.
+// (/readyz): it is not stopping, its core breaker is not open, and its
+// ledger, if it has one that can be pinged, answers a read and a round
+// trip through its writer.
 func (s *Server) Ready(ctx context.Context) error {
 	if s.stopFlag.Load() {
 		return ErrStopping
+	}
+	if err := s.breakerReady(); err != nil {
+		return err
 	}
 	if p, ok := s.ledger.(pinger); ok {
 		return p.Ping(ctx)

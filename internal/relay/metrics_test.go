@@ -33,6 +33,9 @@ type observed struct {
 	text     bool // a text handler instead of JSON
 	metrics  bool
 	maxConns int
+	// more sets the rest of the env's configuration (TLS, allow-list,
+	// breaker).
+	more func(*envConfig)
 }
 
 // observedEnv is an env plus the metrics and their HTTP endpoint.
@@ -52,7 +55,7 @@ func startObserved(t *testing.T, o observed) *observedEnv {
 	if o.core == nil && o.coreURL == "" {
 		o.core = simCore(0)
 	}
-	oe.env = startEnv(t, envConfig{
+	ec := envConfig{
 		core: o.core, coreURL: o.coreURL, ledger: true, maxConns: o.maxConns, metrics: oe.m,
 		logger: func(buf *testutil.SyncBuffer) *slog.Logger {
 			oe.logW = &watchLog{buf: buf}
@@ -62,9 +65,14 @@ func startObserved(t *testing.T, o observed) *observedEnv {
 			}
 			return slog.New(slog.NewJSONHandler(oe.logW, opts))
 		},
-	})
+	}
+	if o.more != nil {
+		o.more(&ec)
+	}
+	oe.env = startEnv(t, ec)
 	if o.metrics {
 		oe.m.WatchLedger(oe.led)
+		oe.m.WatchBreaker(ec.breaker)
 		hs := httptest.NewServer(oe.m.Handler(oe.srv.Ready))
 		t.Cleanup(hs.Close)
 		oe.metricsURL = hs.URL

@@ -3,15 +3,18 @@ package relay
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"lhrelay/internal/breaker"
 	"lhrelay/internal/corecall"
 )
 
@@ -61,6 +64,16 @@ type Config struct {
 	Metrics Metrics
 	// Now is the relay's clock, for SENT_AT. Nil means time.Now.
 	Now func() time.Time
+	// TLS, when set, serves channels over TLS with it (see conn.handshake);
+	// with ClientAuth set to require and verify, a channel without a
+	// valid client certificate is closed unread.
+	TLS *tls.Config
+	// Breaker, when set, stops calling a core that keeps failing to
+	// connect or timing out (see callCore). Nil means every call is made.
+	Breaker *breaker.Breaker
+	// Allow, when not empty, lists the networks channels may connect from;
+	// a connection from elsewhere is closed unread (see allowed).
+	Allow []netip.Prefix
 }
 
 // Server is an LH-STD relay server. Make one with New, run it with Serve,
@@ -75,6 +88,9 @@ type Server struct {
 	log           *slog.Logger
 	metrics       Metrics // nil: none
 	now           func() time.Time
+	tls           *tls.Config    // nil: plain TCP
+	allow         []netip.Prefix // empty: every address
+	breaker       *breaker.Breaker
 
 	// base is the parent of every claim and core call. It is cancelled only
 	// by a hard stop, never by a graceful one: frames in flight finish.
@@ -90,10 +106,12 @@ type Server struct {
 	conns     map[*conn]struct{}
 	wg        sync.WaitGroup // one per connection goroutine; Add under mu while !stopping
 
-	rejected   atomic.Int64 // connections refused by MaxConns
-	lastRejLog atomic.Int64 // unix nanos of the last rejection log line
-	inFlight   atomic.Int64 // frames from their first byte to their answer being ready
-	recording  *recordings  // outcomes queued with FinishLater, not yet recorded
+	rejected    atomic.Int64 // connections refused by MaxConns
+	notAllowed  atomic.Int64 // connections refused by Allow
+	lastDenyLog atomic.Int64 // unix nanos of the last Allow refusal log line
+	lastRejLog  atomic.Int64 // unix nanos of the last rejection log line
+	inFlight    atomic.Int64 // frames from their first byte to their answer being ready
+	recording   *recordings  // outcomes queued with FinishLater, not yet recorded
 
 	// hook, when set (tests only), is called at each stage of a frame.
 	hook func(stage)
@@ -120,6 +138,9 @@ func New(cfg Config) (*Server, error) {
 		log:           cfg.Logger,
 		metrics:       cfg.Metrics,
 		now:           cfg.Now,
+		tls:           cfg.TLS,
+		allow:         cfg.Allow,
+		breaker:       cfg.Breaker,
 		listeners:     map[net.Listener]struct{}{},
 		conns:         map[*conn]struct{}{},
 		recording:     newRecordings(),
@@ -185,6 +206,10 @@ func (s *Server) admit(nc net.Conn) {
 		nc.Close()
 		return
 	}
+	if !s.allowed(nc) {
+		s.mu.Unlock()
+		return
+	}
 	if len(s.conns) >= s.maxConns {
 		s.mu.Unlock()
 		// Not a byte has been read: closing now means nothing was done
@@ -196,6 +221,9 @@ func (s *Server) admit(nc net.Conn) {
 		nc.Close()
 		s.logRejected(nc, n)
 		return
+	}
+	if s.tls != nil {
+		nc = tls.Server(nc, s.tls)
 	}
 	c := newConn(s, nc)
 	s.conns[c] = struct{}{}

@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lhrelay/internal/breaker"
+)
+
+// linkMetrics are the secured link's series: connections refused by
+// --allow and channel TLS handshakes that failed.
+type linkMetrics struct {
+	NotAllowed      prometheus.Counter
+	HandshakeFailed prometheus.Counter
+}
+
+func newLinkMetrics(reg *prometheus.Registry) *linkMetrics {
+	l := &linkMetrics{
+		NotAllowed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lhrelay_connections_not_allowed_total",
+			Help: "Connections closed unread because their address is not in --allow.",
+		}),
+		HandshakeFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lhrelay_tls_handshake_failures_total",
+			Help: "Channel connections closed unread because their TLS handshake failed (no or an untrusted client certificate, a plain-TCP client, a timeout).",
+		}),
+	}
+	reg.MustRegister(l.NotAllowed, l.HandshakeFailed)
+	return l
+}
+
+// ConnNotAllowed counts a connection refused by --allow.
+func (m *Metrics) ConnNotAllowed() { m.links.NotAllowed.Inc() }
+
+// TLSHandshakeFailed counts a channel connection whose TLS handshake failed.
+func (m *Metrics) TLSHandshakeFailed() { m.links.HandshakeFailed.Inc() }
+
+var (
+	breakerStateDesc = prometheus.NewDesc("lhrelay_core_breaker_state",
+		"State of the breaker in front of the core: 0 closed, 1 half-open (probing), 2 open (the core is not called; frames are answered E902).", []string{"core"}, nil)
+	breakerOpensDesc = prometheus.NewDesc("lhrelay_core_breaker_opens_total",
+		"Times the breaker in front of the core opened.", []string{"core"}, nil)
+	breakerRefusedDesc = prometheus.NewDesc("lhrelay_core_breaker_refused_total",
+		"Core calls the breaker did not let through (answered E902, nothing sent).", []string{"core"}, nil)
+)
+
+// WatchBreaker exports b's state, opens and refused calls, labelled with
+// the core it guards. A nil b (breaker off) exports nothing.
+func (m *Metrics) WatchBreaker(b *breaker.Breaker) {
+	if b != nil {
+		m.Registry.MustRegister(breakerCollector{b})
+	}
+}
+
+type breakerCollector struct{ b *breaker.Breaker }
+
+func (c breakerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- breakerStateDesc
+	ch <- breakerOpensDesc
+	ch <- breakerRefusedDesc
+}
+
+func (c breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	name := c.b.Name()
+	ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, float64(c.b.State()), name)
+	ch <- prometheus.MustNewConstMetric(breakerOpensDesc, prometheus.CounterValue, float64(c.b.Opens()), name)
+	ch <- prometheus.MustNewConstMetric(breakerRefusedDesc, prometheus.CounterValue, float64(c.b.Refused()), name)
+}

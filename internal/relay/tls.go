@@ -1,0 +1,35 @@
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"time"
+)
+
+// handshake completes the TLS handshake of a channel connection served
+// over TLS (Config.TLS), bounded by FrameTimeout, before a byte of a frame
+// is read; false means it failed and the connection must be closed unread.
+// A client certificate the configuration requires and cannot verify (none,
+// or one from another CA) fails it. The verified client certificate's
+// subject is kept for the connection's log lines.
+func (c *conn) handshake() bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(c.s.base, c.s.frameTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		if c.s.metrics != nil {
+			c.s.metrics.TLSHandshakeFailed()
+		}
+		c.s.log.Warn("connection closed unread: TLS handshake failed", "remote", c.remote, "err", err, "took_ms", millis(time.Since(start)))
+		return false
+	}
+	if peers := tc.ConnectionState().PeerCertificates; len(peers) > 0 {
+		c.client = peers[0].Subject.String()
+	}
+	c.s.log.Debug("TLS handshake done", "remote", c.remote, "client", c.client, "version", tls.VersionName(tc.ConnectionState().Version))
+	return true
+}
