@@ -30,6 +30,16 @@
 // the relay is not stopping, else 503). Bind it to an address only the
 // monitoring network reaches.
 //
+// The links can be secured and guarded (README, "Securing the links"):
+// --core https://… with --core-ca, --core-cert and --core-key (mTLS);
+// --tls-cert and --tls-key serve channels over TLS, --tls-client-ca
+// requires a client certificate; --allow CIDR[,CIDR…] accepts channels
+// only from those networks; --breaker-failures and --breaker-cooldown stop
+// calling a core that keeps failing to connect or timing out (frames are
+// answered E902 at once meanwhile). SIGHUP re-reads the --tls-* files: new
+// connections use them, open ones are not dropped, and a bad file keeps
+// the ones in force (logged).
+//
 // SIGINT or SIGTERM stops it: it stops accepting, closes idle connections,
 // finishes the frames in flight (each bounded by --timeout; the whole stop by
 // --timeout plus 5 seconds, after which remaining core calls are cancelled
@@ -80,6 +90,7 @@ type options struct {
 	metricsAddr    string
 	logFormat      string
 	logLevel       slog.Level
+	links          linkOptions
 }
 
 const usageText = `usage: relay [--port P] [--listen ADDR] [--core URL] [--timeout SECONDS] [--db PATH] [options]
@@ -108,6 +119,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.StringVar(&o.db, "db", "relay.db", "SQLite ledger `file`, created if missing")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`host:port` serving /metrics, /healthz and /readyz over HTTP (default off), e.g. 127.0.0.1:9300")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
+	o.links.addFlags(fs)
 
 	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
 		return o, err
@@ -148,6 +160,9 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	if _, err := corecall.New(corecall.Config{BaseURL: o.core}); err != nil {
 		return o, fmt.Errorf("--core: %w", err)
 	}
+	if err := o.links.check(o.core); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
@@ -169,12 +184,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)
+	lk, err := o.links.build(o.core, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "relay: %v\n", err)
+		return 2
+	}
 
 	core, err := corecall.New(corecall.Config{
 		BaseURL:        o.core,
 		Timeout:        o.timeout,
 		ConnectTimeout: o.connectTimeout,
 		MaxIdleConns:   o.maxConns, // one call per connection at most
+		TLS:            lk.coreTLS,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "relay: --core: %v\n", err)
@@ -198,11 +219,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		IdleTimeout:  o.idleTimeout,
 		MaxConns:     o.maxConns,
 		Logger:       log,
+		TLS:          lk.serverConfig(),
+		Allow:        o.links.allow,
+		Breaker:      lk.breaker,
 	}
 	var m *metrics.Metrics
 	if o.metricsAddr != "" {
 		m = metrics.New()
 		m.WatchLedger(led)
+		m.WatchBreaker(lk.breaker)
 		cfg.Metrics = m
 	}
 	srv, err := relay.New(cfg)
@@ -245,7 +270,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"metrics_addr", metricsAddr,
 		"log_format", o.logFormat,
 		"log_level", o.logLevel.String(),
+		"tls", lk.channelTLS != nil,
+		"tls_client_auth", lk.channelTLS != nil && lk.channelTLS.ClientAuth(),
+		"allow", o.links.allowList,
+		"breaker_failures", o.links.breakerFailures,
+		"breaker_cooldown", cliflag.FormatSeconds(o.links.breakerCooldown)+"s",
 	)
+	lk.reloadOnHUP(ctx, o.links.channel, log)
 	fmt.Fprintf(stdout, "relay listening on %s\n", ln.Addr())
 	if m != nil {
 		fmt.Fprintf(stdout, "metrics listening on http://%s\n", metricsAddr)

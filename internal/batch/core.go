@@ -6,12 +6,14 @@ import (
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/tlsconf"
 )
 
 // CoreFlags are the core connection flags of resolve and reprocess.
 type CoreFlags struct {
 	URL     string
 	Timeout time.Duration
+	TLS     tlsconf.CoreFiles // --core-ca, --core-cert, --core-key, as the relay takes them
 }
 
 // AddCoreFlags registers --core and --timeout on c.
@@ -19,6 +21,7 @@ func (c *Command) AddCoreFlags() *CoreFlags {
 	cf := &CoreFlags{}
 	c.Flags.StringVar(&cf.URL, "core", "", "base URL of the core, e.g. http://127.0.0.1:9201 (required)")
 	cliflag.SecondsVar(c.Flags, &cf.Timeout, "timeout", 5*time.Second, "bound on each core call, in seconds")
+	cf.TLS.AddFlags(c.Flags)
 	return cf
 }
 
@@ -31,7 +34,11 @@ func (cf *CoreFlags) Client() (*corecall.Client, error) {
 	if cf.Timeout <= 0 {
 		return nil, Usagef("--timeout must be more than 0 seconds")
 	}
-	c, err := corecall.New(corecall.Config{BaseURL: cf.URL, Timeout: cf.Timeout, MaxIdleConns: 4})
+	tlsConfig, err := cf.TLS.Config(cf.URL)
+	if err != nil {
+		return nil, &UsageError{err}
+	}
+	c, err := corecall.New(corecall.Config{BaseURL: cf.URL, Timeout: cf.Timeout, MaxIdleConns: 4, TLS: tlsConfig})
 	if err != nil {
 		return nil, &UsageError{err}
 	}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"lhrelay/internal/breaker"
+	"lhrelay/internal/cliflag"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/relay"
+	"lhrelay/internal/tlsconf"
+)
+
+// Defaults of the breaker flags (README, "The breaker"): five calls in a
+// row that could not connect or timed out are not bad luck on a healthy
+// core, and ten seconds is long enough to stop a flood of --timeout waits
+// and short enough that a core back up is found soon.
+const (
+	defaultBreakerFailures = 5
+	defaultBreakerCooldown = 10 * time.Second
+)
+
+// linkOptions are the flags that secure and guard the links: TLS on both
+// sides, the allow-list and the breaker.
+type linkOptions struct {
+	core            tlsconf.CoreFiles
+	channel         tlsconf.ServerFiles
+	allowList       string
+	allow           []netip.Prefix
+	breakerFailures int
+	breakerCooldown time.Duration
+}
+
+func (lo *linkOptions) addFlags(fs *flag.FlagSet) {
+	lo.core.AddFlags(fs)
+	lo.channel.AddFlags(fs)
+	fs.StringVar(&lo.allowList, "allow", "", "accept channels only from these networks, `CIDR[,CIDR…]` (default: any); others are closed unread")
+	fs.IntVar(&lo.breakerFailures, "breaker-failures", defaultBreakerFailures, "core calls in a row that could not connect or timed out before the relay stops calling the core for --breaker-cooldown, answering "+string(generated.RspConnectFail)+" at once (0: no breaker)")
+	cliflag.SecondsVar(fs, &lo.breakerCooldown, "breaker-cooldown", defaultBreakerCooldown, "`seconds` the core is not called once the breaker opened; then one probe call at a time decides")
+}
+
+// check validates the flags; coreURL is --core.
+func (lo *linkOptions) check(coreURL string) error {
+	if lo.allowList != "" {
+		allow, err := relay.ParseAllow(lo.allowList)
+		if err != nil {
+			return fmt.Errorf("--allow %w", err)
+		}
+		lo.allow = allow
+	}
+	if lo.breakerFailures < 0 {
+		return fmt.Errorf("--breaker-failures %d: want 0 (off) or more", lo.breakerFailures)
+	}
+	if lo.breakerFailures > 0 && lo.breakerCooldown <= 0 {
+		return fmt.Errorf("--breaker-cooldown must be more than 0 (or --breaker-failures 0)")
+	}
+	if _, err := lo.core.Config(coreURL); err != nil {
+		return err
+	}
+	return nil
+}
+
+// links is what the flags built: the core's TLS configuration, the channel
+// side's (re-readable) and the breaker.
+type links struct {
+	coreTLS    *tls.Config
+	channelTLS *tlsconf.Server // nil: plain TCP
+	breaker    *breaker.Breaker
+}
+
+func (lo *linkOptions) build(coreURL string, log *slog.Logger) (*links, error) {
+	var l links
+	var err error
+	if l.coreTLS, err = lo.core.Config(coreURL); err != nil {
+		return nil, err
+	}
+	if lo.channel.Enabled() {
+		if l.channelTLS, err = tlsconf.NewServer(lo.channel); err != nil {
+			return nil, err
+		}
+	}
+	l.breaker, err = breaker.New(breaker.Settings{
+		Name: coreURL, Failures: lo.breakerFailures, Cooldown: lo.breakerCooldown,
+		OnChange: func(core string, from, to breaker.State) {
+			switch to {
+			case breaker.Open:
+				log.Error("core breaker open: not calling the core; frames are answered "+string(generated.RspConnectFail)+" at once",
+					"core", core, "from", from.String(), "failures", lo.breakerFailures, "cooldown", cliflag.FormatSeconds(lo.breakerCooldown)+"s")
+			case breaker.HalfOpen:
+				log.Warn("core breaker half-open: the next call is a probe", "core", core)
+			default:
+				log.Info("core breaker closed: the core answers again", "core", core)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// serverConfig is the channel side's TLS configuration, nil for plain TCP.
+func (l *links) serverConfig() *tls.Config {
+	if l.channelTLS == nil {
+		return nil
+	}
+	return l.channelTLS.Config()
+}
+
+// reloadOnHUP re-reads the channel side's certificate files on each SIGHUP
+// until ctx ends. Connections already open keep their session; the next
+// handshake uses the new files. A bad file keeps the ones in force.
+func (l *links) reloadOnHUP(ctx context.Context, files tlsconf.ServerFiles, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			if l.channelTLS == nil {
+				log.Info("SIGHUP: no --tls-cert to re-read")
+				continue
+			}
+			if err := l.channelTLS.Reload(); err != nil {
+				log.Error("SIGHUP: TLS files not reloaded; keeping the certificate in force", "err", err)
+				continue
+			}
+			log.Info("SIGHUP: TLS files reloaded; new connections use them", "tls_cert", files.Cert, "tls_client_ca", files.ClientCA)
+		}
+	}()
+}
