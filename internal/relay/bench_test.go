@@ -123,12 +123,17 @@ func startBenchRelay(b *testing.B, client *corecall.Client, conc int, led Ledger
 // relayWorkers makes runLoad's workers for channels: one connection each,
 // sending BKTR0001 frames one after another and expecting 0000.
 func relayWorkers(b *testing.B, addr string, nextGUID func() uint64) func(int) func() error {
+	return dialWorkers(b, func() (net.Conn, error) { return net.Dial("tcp", addr) }, nextGUID)
+}
+
+// dialWorkers is relayWorkers over connections made by dial.
+func dialWorkers(b *testing.B, dial func() (net.Conn, error), nextGUID func() uint64) func(int) func() error {
 	template, err := generated.AppendFrame(nil, header(newGUID(), "BKTR0001"), benchBody)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return func(int) func() error {
-		conn, err := net.Dial("tcp", addr)
+		conn, err := dial()
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -49,7 +49,7 @@ func (e *env) expectRefused(cfg *tls.Config, frame []byte) {
 
 // channelTLS is the relay's channel side: a server certificate from
 // serverCA, client certificates required from channelCA.
-func channelTLS(t *testing.T, serverCA, channelCA *testutil.CA) *tls.Config {
+func channelTLS(t testing.TB, serverCA, channelCA *testutil.CA) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{serverCA.Server(t, "relay").TLS},
