@@ -112,7 +112,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	)
 	fs.StringVar(&o.core, "core", "http://127.0.0.1:9201", "base `URL` of the core banking system")
 	cliflag.SecondsVar(fs, &o.timeout, "timeout", corecall.DefaultTimeout, "`seconds` a core call may take in all, connecting included; past it the answer is "+string(generated.RspReadTimeout)+" (or "+string(generated.RspConnectFail)+" if nothing was sent)")
-	cliflag.SecondsVar(fs, &o.connectTimeout, "connect-timeout", corecall.DefaultConnectTimeout, "`seconds` to establish the TCP connection to the core ("+string(generated.RspConnectFail)+" past it); capped at --timeout")
+	cliflag.SecondsVar(fs, &o.connectTimeout, "connect-timeout", corecall.DefaultConnectTimeout, "`seconds` to establish the connection to the core, TLS handshake included ("+string(generated.RspConnectFail)+" past it); capped at --timeout")
 	cliflag.SecondsVar(fs, &o.frameTimeout, "frame-timeout", relay.DefaultFrameTimeout, "`seconds` a started frame has to arrive whole (else the connection is dropped); also bounds writing an answer")
 	cliflag.SecondsVar(fs, &o.idleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "`seconds` a connection may wait between frames before it is closed")
 	fs.IntVar(&o.maxConns, "max-conns", relay.DefaultMaxConns, "most channel connections open at once; one more is closed at once, unread")
