@@ -3,6 +3,7 @@ package relay
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -107,7 +108,13 @@ func directWorkers(client *corecall.Client, nextGUID func() uint64) func(int) fu
 // ledger (nil: none), and returns its address. It is closed when the
 // benchmark run ends.
 func startBenchRelay(b *testing.B, client *corecall.Client, conc int, led Ledger) string {
-	srv, err := New(Config{Core: client, Ledger: led, MaxConns: conc + 8, Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	return startBenchRelayTLS(b, client, conc, led, nil)
+}
+
+// startBenchRelayTLS is startBenchRelay serving channels over TLS with
+// cfg (nil: plain TCP).
+func startBenchRelayTLS(b *testing.B, client *corecall.Client, conc int, led Ledger, cfg *tls.Config) string {
+	srv, err := New(Config{Core: client, Ledger: led, MaxConns: conc + 8, TLS: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		b.Fatal(err)
 	}

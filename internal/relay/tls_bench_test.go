@@ -2,8 +2,6 @@ package relay
 
 import (
 	"crypto/tls"
-	"io"
-	"log/slog"
 	"net"
 	"net/http/httptest"
 	"sync/atomic"
@@ -72,18 +70,7 @@ func runTLSLeg(b *testing.B, secure bool, conc int, nextGUID func() uint64) benc
 		b.Fatal(err)
 	}
 	b.Cleanup(client.CloseIdleConnections)
-	srv, err := New(Config{Core: client, MaxConns: conc + 8, TLS: relayTLS,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(ln)
-	b.Cleanup(func() { srv.Close() })
-	addr := ln.Addr().String()
+	addr := startBenchRelayTLS(b, client, conc, nil, relayTLS)
 	dial := func() (net.Conn, error) {
 		if chanTLS == nil {
 			return net.Dial("tcp", addr)
