@@ -11,6 +11,7 @@ import (
 
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/testutil"
+	"lhrelay/internal/wire"
 )
 
 // resolve and reprocess reach an mTLS core with the relay's flags.
@@ -32,9 +33,13 @@ func TestCoreFlagsMTLS(t *testing.T) {
 	assert.NilError(t, c.Parse([]string{"--db", "x", "--core", srv.URL, "--core-ca", coreCA.WriteCA(t, dir, "core-ca"), "--core-cert", cert, "--core-key", key}, io.Discard))
 	client, err := cf.Client()
 	assert.NilError(t, err)
-	found, _, err := client.LookupTransfer(context.Background(), newGUID())
+	guid := newGUID()
+	h, frame := transferFrame(t, guid, "tls", 1)
+	r, err := wire.ParseRequest(frame)
 	assert.NilError(t, err)
-	assert.Assert(t, !found)
+	found, err := client.Lookup(context.Background(), r.Tx, h.GUID, r.Body)
+	assert.NilError(t, err)
+	assert.Assert(t, !found.Posted)
 
 	c = NewCommand("reprocess")
 	cf = c.AddCoreFlags()
