@@ -7,9 +7,12 @@
 // is re-claimed (SENT, attempts+1) with a conditional update, sent with its
 // stored request and GUID, and its outcome recorded exactly as the relay
 // records it. UNKNOWN rows are never sent: their transfer may have been
-// posted; resolve settles them. Exit status 0 when every row was handled, 1
-// when the core still could not be reached for some, 2 for bad arguments or
-// an unusable database.
+// posted; resolve settles them. When the core cannot be reached for a row,
+// the run stops there: that row has spent one attempt, the rest are
+// untouched (not_tried). Rows that have used up their attempts are counted
+// (exhausted) on every run: someone must decide about them. Exit status 0
+// when every row was handled, 1 when the core could not be reached, 2 for
+// bad arguments or an unusable database.
 package main
 
 import (

@@ -169,5 +169,6 @@ func ExitCode(err error) int {
 }
 
 // ErrCoreUnreachable is returned, after the summary, by a run that left rows
-// unchanged because the core could not be reached for them.
-var ErrCoreUnreachable = errors.New("the core could not be reached for some rows; they are unchanged")
+// unchanged because the core could not be reached for them; each command
+// wraps it with what exactly it left.
+var ErrCoreUnreachable = errors.New("the core could not be reached")

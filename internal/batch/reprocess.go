@@ -33,21 +33,57 @@ type ReprocessConfig struct {
 // same core client and recording as the relay. UNKNOWN rows are never
 // selected: their transfer may have been posted.
 //
-// A row the relay re-claimed first is counted "skipped". A resend that
-// again cannot connect leaves the row FAILED/E902 for the next run and
-// makes the run end with ErrCoreUnreachable.
+// A row the relay re-claimed first is counted "skipped". When the core
+// cannot be reached for a row (its resend is E902 again), the run stops
+// there: that row has spent one attempt and stays FAILED/E902, every row
+// not yet tried is untouched (counted "not_tried"), and the error, which
+// matches ErrCoreUnreachable, says so. Sending the rest into the same
+// outage would only spend their attempts until they drop out of the
+// selection, abandoned without anyone deciding about them.
+//
+// Every run also counts the FAILED/E902 rows that have used up their
+// attempts ("exhausted"): they are never selected again, so a person must
+// decide about them (a channel told E902 may have given up; or send them
+// with a higher --max-attempts).
 func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ReprocessConfig) (*Summary, error) {
-	s := NewSummary("reprocess", "selected", "skipped")
+	s := NewSummary("reprocess", "selected", "skipped", outcomeNotTried, outcomeExhausted)
 	s.DryRun = cfg.DryRun
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := ledger.Filter{
+	resendable := ledger.Filter{
 		States:      []ledger.State{ledger.StateFailed},
 		RspCode:     string(generated.SourceConnectFail.Code()),
 		MaxAttempts: cfg.MaxAttempts,
 	}
+	err := reprocess(ctx, l, core, cfg, resendable, s, log)
+	// Counted after the run: a row whose resend failed again may just have
+	// spent its last attempt.
+	if n, cerr := exhausted(ctx, l, resendable); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("reprocess: counting exhausted rows: %w", cerr))
+	} else {
+		s.AddN(outcomeExhausted, n)
+		if n > 0 {
+			log.Warn("rows have used up their attempts and are never resent: decide about them", "exhausted", n, "max_attempts", cfg.MaxAttempts)
+		}
+	}
+	return s, err
+}
+
+// Outcomes of reprocess's summary besides the response codes recorded.
+const (
+	// outcomeNotTried: selected rows left untouched because the run
+	// stopped at a row the core could not be reached for.
+	outcomeNotTried = "not_tried"
+	// outcomeExhausted: FAILED/E902 rows with no attempts left.
+	outcomeExhausted = "exhausted"
+)
+
+// errStopped ends a scan at a row the core could not be reached for.
+var errStopped = errors.New("stopped")
+
+func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ReprocessConfig, f ledger.Filter, s *Summary, log *slog.Logger) error {
 	seen := map[string]struct{}{}
 	if cfg.DryRun {
 		err := scanOnce(ctx, l, f, seen, func(r ledger.Row) error {
@@ -56,16 +92,17 @@ func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 			return nil
 		})
 		if err != nil {
-			return s, fmt.Errorf("reprocess: %w", err)
+			return fmt.Errorf("reprocess: %w", err)
 		}
-		return s, nil
+		return nil
 	}
 	total, err := countAll(ctx, l, f)
 	if err != nil {
-		return s, fmt.Errorf("reprocess: %w", err)
+		return fmt.Errorf("reprocess: %w", err)
 	}
 	p := NewProgress(cfg.Progress, "reprocess", total)
 	defer p.Finish()
+	var unreachable ledger.Row
 	err = scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
 		s.Add("selected")
 		outcome, err := resendRow(ctx, l, core, row, cfg)
@@ -75,15 +112,38 @@ func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 			return fmt.Errorf("%s: %w", row.GUID, err)
 		}
 		log.Info("row resent", "guid", row.GUID, "outcome", outcome)
+		if outcome == string(generated.SourceConnectFail.Code()) {
+			unreachable = row
+			return errStopped
+		}
 		return nil
 	})
+	if errors.Is(err, errStopped) {
+		notTried := max(total-s.Count("selected"), 0)
+		s.AddN(outcomeNotTried, notTried)
+		return fmt.Errorf("%w: stopped at %s, whose resend could not reach it (it spent attempt %d of %d and stays FAILED %s); %d other selected rows were not tried and are unchanged",
+			ErrCoreUnreachable, unreachable.GUID, unreachable.Attempts+1, cfg.MaxAttempts-1, generated.SourceConnectFail.Code(), notTried)
+	}
 	if err != nil {
-		return s, fmt.Errorf("reprocess: %w", err)
+		return fmt.Errorf("reprocess: %w", err)
 	}
-	if s.Count(string(generated.SourceConnectFail.Code())) > 0 {
-		return s, ErrCoreUnreachable
+	return nil
+}
+
+// exhausted counts the FAILED/E902 rows that resendable no longer selects
+// because they have used up their attempts.
+func exhausted(ctx context.Context, l *ledger.Ledger, resendable ledger.Filter) (int, error) {
+	all := resendable
+	all.MaxAttempts = 0
+	n, err := l.Count(ctx, all)
+	if err != nil {
+		return 0, err
 	}
-	return s, nil
+	below, err := l.Count(ctx, resendable)
+	if err != nil {
+		return 0, err
+	}
+	return n - below, nil
 }
 
 // resendRow re-claims and sends one row; the outcome is the response code

@@ -86,8 +86,8 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 			return s, fmt.Errorf("resolve: %w", err)
 		}
 	}
-	if s.Count("unreachable") > 0 {
-		return s, ErrCoreUnreachable
+	if n := s.Count("unreachable"); n > 0 {
+		return s, fmt.Errorf("%w for %d rows (or answered unusably); they are unchanged: run resolve again later", ErrCoreUnreachable, n)
 	}
 	return s, nil
 }

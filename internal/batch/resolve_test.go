@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,14 +174,14 @@ func TestReprocessSelection(t *testing.T) {
 	var out bytes.Buffer
 	s, err := Reprocess(context.Background(), tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, DryRun: true, Now: time.Now(), Out: &out})
 	assert.NilError(t, err)
-	assert.Equal(t, s.String(), "reprocess (dry run): selected=2 skipped=0")
+	assert.Equal(t, s.String(), "reprocess (dry run): selected=2 skipped=0 not_tried=0 exhausted=1")
 	assert.Equal(t, strings.Count(out.String(), "would resend"), 2)
 	assert.Equal(t, c.posts.Load(), int64(0), "a dry run sends nothing")
 	assert.Equal(t, tl.row(resend).State, ledger.StateFailed)
 
 	s, err = Reprocess(context.Background(), tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
 	assert.NilError(t, err)
-	assert.Equal(t, s.String(), "reprocess: selected=2 skipped=0 0000=2")
+	assert.Equal(t, s.String(), "reprocess: selected=2 skipped=0 not_tried=0 exhausted=1 0000=2")
 	assert.Equal(t, c.posts.Load(), int64(2))
 	r := tl.row(resend)
 	assert.Equal(t, r.State, ledger.StateDone)
@@ -201,36 +202,62 @@ func TestReprocessSelection(t *testing.T) {
 	assert.Equal(t, c.sim.PostCount(unknown), 0, "UNKNOWN is never resent")
 }
 
-func TestReprocessCoreStillUnreachable(t *testing.T) {
+// TestReprocessStopsAtAnUnreachableCore: with the core unreachable, the
+// run spends one attempt in all (the first row's), leaves every other row
+// untouched, exits with ErrCoreUnreachable and says exactly that. Rows that
+// have run out of attempts are counted so that someone decides about them.
+func TestReprocessStopsAtAnUnreachableCore(t *testing.T) {
 	tl := newTestLedger(t)
-	g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
-	s, err := Reprocess(context.Background(), tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
-	assert.ErrorIs(t, err, ErrCoreUnreachable)
-	assert.Assert(t, is.Contains(s.String(), "E902=1"))
-	r := tl.row(g)
-	assert.Equal(t, r.State, ledger.StateFailed, "not sent again: stays FAILED for the next run")
-	assert.Equal(t, r.RspCode, string(generated.RspConnectFail))
-	assert.Equal(t, r.Attempts, 2)
-}
-
-// TestReprocessOnePassOverManyPages: with more rows than one ledger.Scan
-// page (256), a resend that fails again makes its row FAILED E902 with a
-// new updated_at, so it matches again in a later page; it is for the next
-// run, and each row is sent once.
-func TestReprocessOnePassOverManyPages(t *testing.T) {
-	tl := newTestLedger(t)
-	const rows = 300
+	const rows = 300 // more than one ledger.Scan page
 	guids := make([]string, rows)
 	for i := range guids {
-		guids[i] = tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+		guids[i] = tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour+time.Duration(rows-i)*time.Second)
 	}
+	spent := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+	tl.setAttempts(spent, 5)
+
 	s, err := Reprocess(context.Background(), tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
 	assert.ErrorIs(t, err, ErrCoreUnreachable)
-	assert.Equal(t, s.Count("selected"), rows)
-	assert.Equal(t, s.Count(string(generated.RspConnectFail)), rows)
+	assert.Equal(t, s.String(), "reprocess: selected=1 skipped=0 not_tried=299 exhausted=1 E902=1")
+	first := guids[0] // the oldest is selected first
+	assert.ErrorContains(t, err, "the core could not be reached: stopped at "+first+", whose resend could not reach it (it spent attempt 2 of 4 and stays FAILED E902); 299 other selected rows were not tried and are unchanged")
+	r := tl.row(first)
+	assert.Equal(t, r.State, ledger.StateFailed, "not sent: stays FAILED for the next run")
+	assert.Equal(t, r.RspCode, string(generated.RspConnectFail))
+	assert.Equal(t, r.Attempts, 2)
+	attempts := 0
 	for _, g := range guids {
-		assert.Equal(t, tl.row(g).Attempts, 2, g)
+		attempts += tl.row(g).Attempts
 	}
+	assert.Equal(t, attempts, rows+1, "one attempt spent in all")
+
+	// Runs through a long outage never drain the selection: each spends
+	// one attempt, on the oldest row, which is then the newest.
+	for range 3 {
+		_, err = Reprocess(context.Background(), tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+		assert.ErrorIs(t, err, ErrCoreUnreachable)
+	}
+	n, err := tl.l.Count(context.Background(), ledger.Filter{States: []ledger.State{ledger.StateFailed}, MaxAttempts: 5})
+	assert.NilError(t, err)
+	assert.Equal(t, n, rows)
+}
+
+// TestReprocessCountsExhaustedRows: a row whose resend fails again on its
+// last attempt is counted exhausted in the same run.
+func TestReprocessCountsExhaustedRows(t *testing.T) {
+	tl := newTestLedger(t)
+	g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+	tl.setAttempts(g, 4)
+	s, err := Reprocess(context.Background(), tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+	assert.ErrorIs(t, err, ErrCoreUnreachable)
+	assert.Equal(t, s.Count("exhausted"), 1)
+	assert.Equal(t, tl.row(g).Attempts, 5)
+
+	path := t.TempDir() + "/reprocess.prom"
+	assert.NilError(t, WriteMetricsFile(path, s, ExitCode(err), time.Now()))
+	data, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	assert.Assert(t, is.Contains(string(data), `lhrelay_batch_last_run_rows{command="reprocess",outcome="exhausted"} 1`))
 }
 
 func TestReprocessSkipsRowTakenByRelay(t *testing.T) {
