@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/dave/jennifer v1.7.1
 	github.com/mattn/go-sqlite3 v1.14.53
+	github.com/peterbourgon/ff/v3 v3.4.0
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/term v0.46.0
 	gotest.tools/v3 v3.5.2

@@ -71,16 +71,8 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the steps, the ledger and the core's counts as one JSON document")
 	fs.StringVar(&o.keepDB, "keep-db", "", "keep the ledger in this `file` (which must not exist) instead of a temporary one")
 	fs.BoolVar(&o.verbose, "verbose", false, "write the relays' log to standard error")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(usage, "usage: demo [--json] [--keep-db PATH] [--verbose]\n\nRuns the core simulator and the relay in-process and walks through every response code.\n\n")
-			fs.SetOutput(usage)
-			fs.PrintDefaults()
-		}
+	if err := cliflag.Parse(fs, args, usage, "usage: demo [--json] [--keep-db PATH] [--verbose]\n\nRuns the core simulator and the relay in-process and walks through every response code.\n\n"); err != nil {
 		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if o.keepDB != "" {
 		if _, err := os.Stat(o.keepDB); err == nil {

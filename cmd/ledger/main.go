@@ -60,6 +60,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer, now time.Time) error {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintln(out, cliflag.Version("ledger"))
+		return nil
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(out, usage)
 		if len(args) == 0 {
@@ -84,17 +88,21 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	default:
 		return usageErr("unknown command %q (want show, list or stats)", cmd)
 	}
-	if err := fs.Parse(args); err != nil {
+	args, err := cliflag.Read(fs, args, cliflag.Usage{Out: out, Text: usage + "\n\nflags of " + cmd + ":\n"})
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
 		return usageErr("%s: %v", cmd, err)
 	}
 	if *db == "" {
 		return usageErr("%s: --db is required", cmd)
 	}
-	if cmd == "show" && fs.NArg() != 1 {
-		return usageErr("show: want exactly one GUID, got %d arguments", fs.NArg())
+	if cmd == "show" && len(args) != 1 {
+		return usageErr("show: want exactly one GUID, got %d arguments", len(args))
 	}
-	if cmd != "show" && fs.NArg() != 0 {
-		return usageErr("%s: unexpected argument %q", cmd, fs.Arg(0))
+	if cmd != "show" && len(args) != 0 {
+		return usageErr("%s: unexpected argument %q", cmd, args[0])
 	}
 	if state != "" && !ledger.State(state).Valid() {
 		return usageErr("list: --state %q is not a ledger state (RECEIVED, SENT, DONE, UNKNOWN, FAILED)", state)
@@ -111,9 +119,9 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 
 	switch cmd {
 	case "show":
-		row, err := l.Get(ctx, fs.Arg(0))
+		row, err := l.Get(ctx, args[0])
 		if errors.Is(err, ledger.ErrNotFound) {
-			return &exitError{1, fmt.Errorf("show: no row for GUID %s in %s", fs.Arg(0), *db)}
+			return &exitError{1, fmt.Errorf("show: no row for GUID %s in %s", args[0], *db)}
 		}
 		if err != nil {
 			return &exitError{2, err}

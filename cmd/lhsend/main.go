@@ -176,7 +176,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.Float64Var(&o.duplicates, "duplicates", 0, "load: `percent` of frames reusing an earlier frame's GUID and body (ledger replay)")
 	fs.Uint64Var(&o.seed, "seed", 0, "load: `seed` for amounts and duplicates, to repeat a run (0 = random)")
 
-	fixed := func(name string) bool { return fs.Lookup(name) != nil }
+	fixed := func(name string) bool { return fs.Lookup(name) != nil || cliflag.Standard(name) }
 	for _, bf := range bodyFlags(fixed) {
 		o.flagNames[bf.key] = bf.name
 		fs.Func(bf.name, fieldUsage(bf.key), func(v string) error {
@@ -185,25 +185,13 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		})
 	}
 
-	// "-" stops flag parsing: read it as --stdin and go on with the rest.
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(usage, usageText)
-				fs.SetOutput(usage)
-				fs.PrintDefaults()
-			}
-			return o, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		if fs.Arg(0) != "-" {
-			return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-		}
-		o.stdin = true
-		rest = fs.Args()[1:]
+	// "-" stands for --stdin, and flags may follow it.
+	positional, err := cliflag.Read(fs, args, cliflag.Usage{Out: usage, Text: usageText, DashFlag: "stdin"})
+	if err != nil {
+		return o, err
+	}
+	if len(positional) > 0 {
+		return o, fmt.Errorf("unexpected argument %q", positional[0])
 	}
 	fs.Visit(func(f *flag.Flag) { o.load = o.load || f.Name == "count" })
 	return o, o.check(fs)

@@ -11,6 +11,7 @@ package batch
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -158,7 +159,7 @@ func Usagef(format string, args ...any) error {
 func ExitCode(err error) int {
 	var ue *UsageError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, flag.ErrHelp): // -h or --version printed
 		return ExitOK
 	case errors.Is(err, ErrCoreUnreachable):
 		return ExitCoreUnreachable

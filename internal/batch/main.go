@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lhrelay/internal/cliflag"
 	"lhrelay/internal/ledger"
 )
 
@@ -57,18 +59,17 @@ func (c *Command) Logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// Parse parses args, turning every problem into a UsageError. --help
-// prints the flags.
+// Parse reads the command's settings with cliflag.Read (command line,
+// LHRELAY_ variables, --config file), turning every problem into a
+// UsageError. --help prints the flags, --version the version; both return
+// an error that errors.Is flag.ErrHelp (exit status 0).
 func (c *Command) Parse(args []string, stdout io.Writer) error {
-	if err := c.Flags.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			c.Flags.SetOutput(stdout)
-			c.Flags.PrintDefaults()
-		}
+	positional, err := cliflag.Read(c.Flags, args, cliflag.Usage{Out: stdout, Text: "usage: " + c.Name + " --db PATH [options]\n\n"})
+	if err != nil {
 		return &UsageError{err}
 	}
-	if c.Flags.NArg() > 0 {
-		return Usagef("unexpected argument %q", c.Flags.Arg(0))
+	if len(positional) > 0 {
+		return Usagef("unexpected argument %q", positional[0])
 	}
 	if c.DB == "" {
 		return Usagef("--db is required (there is no default: a batch run on the wrong file is an incident)")
@@ -100,7 +101,7 @@ func Main(name string, body Body) {
 	if s != nil {
 		fmt.Fprintln(os.Stdout, s)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	}
 	if s != nil && c.MetricsFile != "" {

@@ -2,7 +2,6 @@ package cliflag
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,20 +10,17 @@ import (
 	"syscall"
 )
 
-// Parse parses args for a server command: on --help it prints usageText and
-// the flags to usage (and returns flag.ErrHelp); positional arguments are
-// refused, since every setting is a named flag.
+// Parse reads a server command's settings with Read: on -h it prints
+// usageText and the flags to usage, on --version the version, and returns
+// an error that errors.Is flag.ErrHelp. Positional arguments are refused,
+// since every setting is a named flag.
 func Parse(fs *flag.FlagSet, args []string, usage io.Writer, usageText string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(usage, usageText)
-			fs.SetOutput(usage)
-			fs.PrintDefaults()
-		}
+	positional, err := Read(fs, args, Usage{Out: usage, Text: usageText})
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if len(positional) > 0 {
+		return fmt.Errorf("unexpected argument %q", positional[0])
 	}
 	return nil
 }
