@@ -44,6 +44,10 @@
 // finishes the frames in flight (each bounded by --timeout; the whole stop by
 // --timeout plus 5 seconds, after which remaining core calls are cancelled
 // and recorded as E901/E902, never left SENT), closes the ledger and exits 0.
+// A frame still arriving may arrive whole within that bound and is served;
+// one that does not was never processed: it is dropped (logged with the
+// bytes received; the channel resends it with the same GUID) and the stop
+// is still clean.
 // A second signal kills it at once.
 //
 // Exit status: 0 after a clean stop; 2 for bad arguments (one line on

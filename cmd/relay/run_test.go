@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,13 @@ type runningRelay struct {
 // "relay listening on" line.
 func startRun(t *testing.T, args ...string) *runningRelay {
 	t.Helper()
-	core := httptest.NewServer(coresim.New(coresim.Config{}))
+	return startRunCore(t, coresim.New(coresim.Config{}), args...)
+}
+
+// startRunCore is startRun with core serving the core's API.
+func startRunCore(t *testing.T, coreAPI http.Handler, args ...string) *runningRelay {
+	t.Helper()
+	core := httptest.NewServer(coreAPI)
 	t.Cleanup(core.Close)
 	r := &runningRelay{coreURL: core.URL, db: filepath.Join(t.TempDir(), "relay.db"), stderr: &testutil.SyncBuffer{}, exit: make(chan int, 1)}
 	ctx, stop := context.WithCancel(context.Background())

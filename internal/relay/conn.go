@@ -21,9 +21,14 @@ const (
 	// stateIdle: waiting for the first byte of the next frame. Shutdown
 	// closes such a connection at once.
 	stateIdle connState = iota
-	// stateBusy: a frame has started; Shutdown lets it be answered.
+	// stateArriving: a frame has started but is not whole yet. Shutdown
+	// gives it until the stop's bound to arrive (then it is served); one
+	// that does not was never processed and is dropped.
+	stateArriving
+	// stateBusy: a whole frame is being handled; Shutdown lets it be
+	// answered.
 	stateBusy
-	// stateClosed: closed by Shutdown while idle.
+	// stateClosed: closed by Shutdown while idle, or by a hard stop.
 	stateClosed
 )
 
@@ -38,8 +43,9 @@ type conn struct {
 	frame  []byte // the frame being handled (ReadFrame's buffer)
 	out    []byte // the answer being built
 
-	mu    sync.Mutex
-	state connState
+	mu       sync.Mutex
+	state    connState
+	arriveBy time.Time // while arriving: when the frame must be whole
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -54,7 +60,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 }
 
 // toIdle is called before waiting for a frame; false means stop. The
-// stopping flag is read under c.mu, which beginStop's sweep (closeIfIdle)
+// stopping flag is read under c.mu, which Shutdown's sweep (stop)
 // also takes after setting it: either this sees the flag, or the sweep
 // sees this connection idle and closes it. Reading it before taking c.mu
 // would let a connection slip into idle unseen and hold Shutdown up.
@@ -68,8 +74,24 @@ func (c *conn) toIdle() bool {
 	return true
 }
 
-// toBusy is called once a frame's first byte is in; false means Shutdown
-// closed the connection meanwhile, and the frame must not be handled.
+// toArriving is called once a frame's first byte is in; false means
+// Shutdown closed the connection meanwhile, and the frame must not be
+// handled. The frame has FrameTimeout to arrive whole.
+func (c *conn) toArriving() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == stateClosed {
+		return false
+	}
+	c.state = stateArriving
+	c.arriveBy = time.Now().Add(c.s.frameTimeout)
+	c.nc.SetReadDeadline(c.arriveBy)
+	return true
+}
+
+// toBusy is called once the frame is whole (or its framing is lost); false
+// means a hard stop closed the connection meanwhile: the frame was never
+// processed. A busy frame counts in Server.handling until answered.
 func (c *conn) toBusy() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -77,18 +99,34 @@ func (c *conn) toBusy() bool {
 		return false
 	}
 	c.state = stateBusy
+	c.s.handling.Add(1)
 	return true
 }
 
-// closeIfIdle closes the connection if it waits for a frame. A busy one
-// sees the server stopping when it next calls toIdle.
-func (c *conn) closeIfIdle() {
+// stop is Shutdown's sweep: an idle connection is closed; a frame still
+// arriving must be whole by arriveBy (zero: no bound beyond its own); a
+// busy one sees the server stopping when it next calls toIdle.
+func (c *conn) stop(arriveBy time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state == stateIdle {
+	switch {
+	case c.state == stateIdle:
 		c.state = stateClosed
 		c.nc.Close()
+	case c.state == stateArriving && !arriveBy.IsZero() && arriveBy.Before(c.arriveBy):
+		c.arriveBy = arriveBy
+		c.nc.SetReadDeadline(arriveBy)
 	}
+}
+
+// close is a hard stop's: after it, no frame of this connection starts
+// being handled (toBusy is false), so Server.handling counts every frame
+// the stop cut short.
+func (c *conn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state = stateClosed
+	c.nc.Close()
 }
 
 func (c *conn) serve() {
@@ -117,7 +155,7 @@ func (c *conn) serve() {
 			c.logReadEnd(err, "between frames")
 			return
 		}
-		if !c.toBusy() {
+		if !c.toArriving() {
 			return
 		}
 		out, keep, err := c.next()
@@ -137,25 +175,37 @@ func (c *conn) serve() {
 	}
 }
 
-// next reads the frame whose first byte has arrived and answers it. From
-// its first byte a frame has FrameTimeout to arrive whole; an error means
-// it did not (or the connection failed) and nothing of it was handled. The
-// frame counts as in flight until its answer is ready.
+// next reads the frame whose first byte has arrived and answers it. An
+// error means it did not arrive whole in time (or the connection failed)
+// and nothing of it was handled: an *unarrived. The frame counts as in
+// flight until its answer is ready.
 func (c *conn) next() (out []byte, keep bool, err error) {
 	c.s.frameStarted()
 	defer c.s.frameEnded()
-	c.nc.SetReadDeadline(time.Now().Add(c.s.frameTimeout))
 	frame, err := wire.ReadFrame(c.br, c.frame[:0])
 	c.frame = frame[:0]
-	switch {
-	case err == nil:
-		out, keep = c.handleFrame(frame)
-		return out, keep, nil
-	case isPrefixError(err):
+	if err != nil && !isPrefixError(err) {
+		return nil, false, &unarrived{received: len(frame), err: err}
+	}
+	if !c.toBusy() {
+		return nil, false, &unarrived{received: len(frame), err: net.ErrClosed}
+	}
+	defer c.s.handling.Add(-1)
+	if err != nil {
 		return c.rejectFraming(frame, err), false, nil
 	}
-	return nil, false, err
+	out, keep = c.handleFrame(frame)
+	return out, keep, nil
 }
+
+// unarrived is a frame that never arrived whole: nothing of it was handled.
+type unarrived struct {
+	received int // bytes of it that did arrive
+	err      error
+}
+
+func (u *unarrived) Error() string { return u.err.Error() }
+func (u *unarrived) Unwrap() error { return u.err }
 
 // Bounds on lingerClose: how long and how much unread input it discards.
 const (
@@ -194,7 +244,13 @@ func isPrefixError(err error) bool {
 // timeout or an error inside a frame is worth a warning.
 func (c *conn) logReadEnd(err error, where string) {
 	log := c.s.log
+	var u *unarrived
 	switch {
+	case errors.As(err, &u) && c.s.stopFlag.Load():
+		// SPEC 5.8: not a stop cut short; the channel resends the frame
+		// with the same GUID.
+		c.s.droppedAtStop.Add(1)
+		log.Warn("frame dropped unprocessed: the relay stopped before it arrived whole", "remote", c.remote, "bytes_received", u.received, "err", u.err)
 	case errors.Is(err, io.EOF) && where == "between frames":
 		log.Debug("connection closed by channel", "remote", c.remote)
 	case errors.Is(err, os.ErrDeadlineExceeded) && where == "between frames":

@@ -95,8 +95,11 @@
 // Shutdown: stop accepting; close connections waiting for their next frame;
 // let connections in the middle of a frame finish that frame (read, call,
 // record, answer) and then close them; wait until every outcome answered is
-// recorded. When the context given to Shutdown
-// ends first, the remaining core calls are cancelled — each is then
+// recorded. A frame still arriving has until the context's deadline to
+// arrive whole; one that does not was never processed and is dropped with
+// its connection (logged with the bytes received), which does not make the
+// stop unclean. When the context given to Shutdown
+// ends while whole frames are still being handled, their core calls are cancelled — each is then
 // classified like any failed call (E902 if nothing was sent, else E901) and
 // recorded, so no row is left SENT — and the connections are closed.
 //
