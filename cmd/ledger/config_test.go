@@ -47,3 +47,22 @@ func TestVersionAndSubcommandHelp(t *testing.T) {
 	assert.NilError(t, run(context.Background(), []string{"list", "-h"}, &b, time.Now()))
 	assert.Assert(t, strings.Contains(b.String(), "[$LHRELAY_OLDER_THAN]"), b.String())
 }
+
+func TestBackup(t *testing.T) {
+	db := prepare(t)
+	to := filepath.Join(t.TempDir(), "copy.db")
+	out, err := runOut(t, "backup", "--db", db, "--to", to)
+	assert.NilError(t, err)
+	assert.Assert(t, strings.HasPrefix(out, "backup: "+db+" -> "+to+" ("), out)
+
+	orig, err := runOut(t, "stats", "--db", db, "--json")
+	assert.NilError(t, err)
+	copied, err := runOut(t, "stats", "--db", to, "--json")
+	assert.NilError(t, err)
+	assert.Equal(t, copied, orig, "the copy holds the same rows")
+
+	_, err = runOut(t, "backup", "--db", db, "--to", to)
+	assert.ErrorContains(t, err, "the file exists")
+	_, err = runOut(t, "backup", "--db", db)
+	assert.ErrorContains(t, err, "--to is required")
+}

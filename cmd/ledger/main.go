@@ -3,11 +3,14 @@
 //	ledger show  --db PATH [--json] GUID
 //	ledger list  --db PATH [--state S] [--older-than SECONDS] [--limit N] [--json]
 //	ledger stats --db PATH [--json]
+//	ledger backup --db PATH --to FILE
 //
 // show decodes the stored request and response frames through the generated
 // layouts; list selects rows by state and age; stats counts rows by state and
 // response code and names the oldest UNKNOWN and SENT rows, the ones an
-// operator must settle. Exit status: 0 on success, 1 when a GUID is not found,
+// operator must settle. backup writes an online, consistent copy of a live
+// ledger (SQLite's backup API) to a new file while relays keep writing; for
+// a PostgreSQL ledger, pg_dump is the tool. Exit status: 0 on success, 1 when a GUID is not found,
 // 2 for bad arguments or a missing or unusable database.
 package main
 
@@ -31,7 +34,8 @@ import (
 const usage = `usage:
   ledger show  --db PATH [--json] GUID
   ledger list  --db PATH [--state S] [--older-than SECONDS] [--limit N] [--json]
-  ledger stats --db PATH [--json]`
+  ledger stats --db PATH [--json]
+  ledger backup --db PATH --to FILE`
 
 // exitError carries the exit status with the one-line message.
 type exitError struct {
@@ -67,7 +71,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(out, usage)
 		if len(args) == 0 {
-			return usageErr("missing command (show, list or stats)")
+			return usageErr("missing command (show, list, stats or backup)")
 		}
 		return nil
 	}
@@ -79,14 +83,17 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	var state string
 	var olderThan time.Duration
 	var limit int
+	var to string
 	switch cmd {
 	case "show", "stats":
+	case "backup":
+		fs.StringVar(&to, "to", "", "write the copy to this new `file` (required; an existing file is refused)")
 	case "list":
 		fs.StringVar(&state, "state", "", "only rows in this state (RECEIVED, SENT, DONE, UNKNOWN, FAILED)")
 		cliflag.SecondsVar(fs, &olderThan, "older-than", 0, "only rows last updated at least this many seconds ago")
 		fs.IntVar(&limit, "limit", 1000, "at most this many rows (0: all)")
 	default:
-		return usageErr("unknown command %q (want show, list or stats)", cmd)
+		return usageErr("unknown command %q (want show, list, stats or backup)", cmd)
 	}
 	args, err := cliflag.Read(fs, args, cliflag.Usage{Out: out, Text: usage + "\n\nflags of " + cmd + ":\n"})
 	if errors.Is(err, flag.ErrHelp) {
@@ -107,6 +114,9 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	if state != "" && !ledger.State(state).Valid() {
 		return usageErr("list: --state %q is not a ledger state (RECEIVED, SENT, DONE, UNKNOWN, FAILED)", state)
 	}
+	if cmd == "backup" && to == "" {
+		return usageErr("backup: --to is required")
+	}
 	if limit < 0 {
 		return usageErr("list: --limit must not be negative")
 	}
@@ -118,6 +128,13 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	defer l.Close()
 
 	switch cmd {
+	case "backup":
+		size, err := l.Backup(ctx, to)
+		if err != nil {
+			return &exitError{1, err}
+		}
+		_, err = fmt.Fprintf(out, "backup: %s -> %s (%d bytes)\n", *db, to, size)
+		return err
 	case "show":
 		row, err := l.Get(ctx, args[0])
 		if errors.Is(err, ledger.ErrNotFound) {
