@@ -373,15 +373,18 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// hardStop cancels the core calls in flight and closes every connection,
+// hardStop closes every connection and cancels the core calls in flight,
 // and returns how many whole frames were still being handled: the ones it
-// cut short.
+// cut short. They are counted after the connections are closed (no frame
+// starts being handled after that) and before the calls are cancelled (a
+// cancelled frame finishes quickly and would no longer count).
 func (s *Server) hardStop() int64 {
-	s.cancelBase(errHardStop)
 	s.mu.Lock()
 	for c := range s.conns {
 		c.close()
 	}
 	s.mu.Unlock()
-	return s.handling.Load()
+	cut := s.handling.Load()
+	s.cancelBase(errHardStop)
+	return cut
 }
