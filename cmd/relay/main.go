@@ -95,6 +95,7 @@ type options struct {
 	logFormat      string
 	logLevel       slog.Level
 	links          linkOptions
+	settle         settleOptions
 }
 
 const usageText = `usage: relay [--port P] [--listen ADDR] [--core URL] [--timeout SECONDS] [--db PATH] [options]
@@ -124,6 +125,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`host:port` serving /metrics, /healthz and /readyz over HTTP (default off), e.g. 127.0.0.1:9300")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	o.links.addFlags(fs)
+	o.settle.addFlags(fs)
 
 	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
 		return o, err
@@ -165,6 +167,9 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		return o, fmt.Errorf("--core: %w", err)
 	}
 	if err := o.links.check(o.core); err != nil {
+		return o, err
+	}
+	if err := o.settle.check(o.timeout); err != nil {
 		return o, err
 	}
 	return o, nil
@@ -232,8 +237,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		m = metrics.New()
 		m.WatchLedger(led)
 		m.WatchBreaker(lk.breaker)
+		m.SettleEvery(o.settle.every)
 		cfg.Metrics = m
 	}
+	stopSettling, err := o.settle.start(ctx, o, lk, led, m, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "relay: %v\n", err)
+		return 2
+	}
+	// Deferred after the ledger's Close, so it runs before it: the round
+	// under way stops before the ledger closes.
+	defer stopSettling()
 	srv, err := relay.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "relay: %v\n", err)
@@ -279,6 +293,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"allow", o.links.allowList,
 		"breaker_failures", o.links.breakerFailures,
 		"breaker_cooldown", cliflag.FormatSeconds(o.links.breakerCooldown)+"s",
+		"settle_every", cliflag.FormatSeconds(o.settle.every)+"s",
+		"settle_min_age", cliflag.FormatSeconds(o.settle.minAge)+"s",
+		"stale_sent", cliflag.FormatSeconds(o.settle.staleSent)+"s",
 	)
 	lk.reloadOnHUP(ctx, o.links.channel, log)
 	fmt.Fprintf(stdout, "relay listening on %s\n", ln.Addr())

@@ -1,0 +1,184 @@
+package settle_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/channel"
+	"lhrelay/internal/corecall"
+	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/outcome"
+	"lhrelay/internal/settle"
+	"lhrelay/internal/wire"
+)
+
+// lookupCore is the simulator behind a server that counts the lookups of
+// each GUID and can hold the first lookup until the test lets it go.
+type lookupCore struct {
+	sim     *coresim.Server
+	srv     *httptest.Server
+	mu      sync.Mutex
+	lookups map[string]int
+	arrived chan struct{} // closed at the first lookup
+	hold    chan struct{} // the first lookup waits for it
+	once    sync.Once
+}
+
+func newLookupCore(t *testing.T, hold bool) *lookupCore {
+	c := &lookupCore{sim: coresim.New(coresim.Config{}), lookups: map[string]int{}, arrived: make(chan struct{})}
+	if hold {
+		c.hold = make(chan struct{})
+	}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if guid, ok := strings.CutPrefix(r.URL.Path, "/v1/transfers/"); ok && r.Method == http.MethodGet {
+			c.mu.Lock()
+			c.lookups[guid]++
+			c.mu.Unlock()
+			first := false
+			c.once.Do(func() { first = true; close(c.arrived) })
+			if first && c.hold != nil {
+				<-c.hold
+			}
+		}
+		c.sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *lookupCore) client(t *testing.T) *corecall.Client {
+	cl, err := corecall.New(corecall.Config{BaseURL: c.srv.URL, Timeout: 5 * time.Second})
+	assert.NilError(t, err)
+	t.Cleanup(cl.CloseIdleConnections)
+	return cl
+}
+
+// seedUnknown claims n transfers and records them UNKNOWN, as a relay whose
+// core calls timed out; the first half were posted by the core after all.
+func seedUnknown(t *testing.T, l *ledger.Ledger, c *lookupCore, n int) []string {
+	ctx := context.Background()
+	guids := make([]string, n)
+	for i := range guids {
+		guids[i] = channel.NewGUID()
+		frame, err := channel.BuildRequest("BKTR0001", guids[i], channel.WithDefaults(generated.ClientDefault(), nil), time.Now())
+		assert.NilError(t, err)
+		claim, err := l.Claim(ctx, ledger.Request{GUID: guids[i], TxCode: "BKTR0001", Frame: frame, Body: frame[generated.HeaderLen:]})
+		assert.NilError(t, err)
+		assert.Equal(t, claim.Outcome, ledger.Owned)
+		r, err := wire.ParseRequest(frame)
+		assert.NilError(t, err)
+		if i < n/2 {
+			res := c.client(t).Call(ctx, r.Tx, guids[i], r.Body)
+			assert.Equal(t, res.Source, generated.SourceHTTP200, "%v", res.Err)
+		}
+		rec, _ := outcome.OfCall(nil, &r.Header, corecall.Result{Source: generated.SourceReadTimeout}, time.Now())
+		assert.NilError(t, l.Finish(ctx, guids[i], rec))
+	}
+	return guids
+}
+
+func openLedger(t *testing.T, path string) *ledger.Ledger {
+	l, err := ledger.Open(path)
+	assert.NilError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func newSettler(t *testing.T, l *ledger.Ledger, core *corecall.Client, coreDown func() bool) *settle.Settler {
+	s, err := settle.New(settle.Config{Ledger: l, Core: core, Every: time.Hour, StaleSent: time.Hour, CoreDown: coreDown})
+	assert.NilError(t, err)
+	return s
+}
+
+// TestTwoRelaysOneRound: two relays settle one ledger at the same time;
+// one runs the round, the other finds it locked, and each row is looked
+// up exactly once (counted at the core).
+func TestTwoRelaysOneRound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	a, b := openLedger(t, path), openLedger(t, path)
+	core := newLookupCore(t, true)
+	guids := seedUnknown(t, a, core, 50)
+
+	type round struct {
+		result settle.Result
+		done   int
+		failed int
+	}
+	first := make(chan round, 1)
+	go func() {
+		res, sum := newSettler(t, a, core.client(t), nil).Round(context.Background())
+		first <- round{res, sum.Count("done"), sum.Count("failed")}
+	}()
+	<-core.arrived // a holds the round and is looking a row up
+	res, sum := newSettler(t, b, core.client(t), nil).Round(context.Background())
+	assert.Equal(t, res, settle.Locked)
+	assert.Assert(t, sum == nil)
+	close(core.hold)
+	got := <-first
+	assert.Equal(t, got, round{settle.Ran, 25, 25})
+
+	core.mu.Lock()
+	defer core.mu.Unlock()
+	assert.Equal(t, len(core.lookups), 50)
+	for _, g := range guids {
+		assert.Equal(t, core.lookups[g], 1, g)
+	}
+	for i, g := range guids {
+		row, err := b.Get(context.Background(), g)
+		assert.NilError(t, err)
+		want := ledger.StateFailed
+		if i < 25 {
+			want = ledger.StateDone
+		}
+		assert.Equal(t, row.State, want)
+	}
+
+	// The lock is free again once the round is over.
+	res, _ = newSettler(t, b, core.client(t), nil).Round(context.Background())
+	assert.Equal(t, res, settle.Ran)
+}
+
+// TestRoundSkippedWhileCoreDown: with the breaker open, a round asks
+// nothing and changes nothing.
+func TestRoundSkippedWhileCoreDown(t *testing.T) {
+	l := openLedger(t, filepath.Join(t.TempDir(), "relay.db"))
+	core := newLookupCore(t, false)
+	guids := seedUnknown(t, l, core, 2)
+	res, _ := newSettler(t, l, core.client(t), func() bool { return true }).Round(context.Background())
+	assert.Equal(t, res, settle.CoreDown)
+	core.mu.Lock()
+	assert.Equal(t, len(core.lookups), 0)
+	core.mu.Unlock()
+	row, err := l.Get(context.Background(), guids[0])
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, ledger.StateUnknown)
+}
+
+// TestRunStopsWithItsContext: Run returns once its context ends.
+func TestRunStopsWithItsContext(t *testing.T) {
+	l := openLedger(t, filepath.Join(t.TempDir(), "relay.db"))
+	core := newLookupCore(t, false)
+	s, err := settle.New(settle.Config{Ledger: l, Core: core.client(t), Every: time.Millisecond})
+	assert.NilError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	_, err = settle.New(settle.Config{Ledger: l, Core: core.client(t)})
+	assert.ErrorContains(t, err, "interval must be more than 0")
+}
