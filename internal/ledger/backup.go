@@ -20,8 +20,15 @@ import (
 // temporary name and linked into place only when complete, so to never
 // holds half a ledger; an existing to is refused, never overwritten.
 // It returns the copy's size in bytes.
+//
+// It is for a SQLite ledger; a PostgreSQL ledger is backed up with the
+// server's own tools (pg_dump, base backups and WAL archiving).
 func (l *Ledger) Backup(ctx context.Context, to string) (int64, error) {
 	fail := func(err error) (int64, error) { return 0, fmt.Errorf("ledger: backup to %s: %w", to, err) }
+	s, ok := l.st.(*sqliteStore)
+	if !ok {
+		return fail(errors.New("a PostgreSQL ledger is backed up with pg_dump or the server's base backups, not with this command"))
+	}
 	if _, err := os.Lstat(to); err == nil {
 		return fail(errors.New("the file exists; a backup never overwrites one"))
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -35,7 +42,7 @@ func (l *Ledger) Backup(ctx context.Context, to string) (int64, error) {
 	tmp.Close()
 	defer os.Remove(tmpPath)
 
-	if err := l.copyTo(ctx, tmpPath); err != nil {
+	if err := s.copyTo(ctx, tmpPath); err != nil {
 		return fail(err)
 	}
 	if err := os.Link(tmpPath, to); err != nil { // fails if to appeared meanwhile
@@ -51,7 +58,7 @@ func (l *Ledger) Backup(ctx context.Context, to string) (int64, error) {
 // copyTo runs the backup from a connection of the read pool into the
 // SQLite file at path (empty), and closes that file's connection, which
 // leaves no -wal or -shm beside it.
-func (l *Ledger) copyTo(ctx context.Context, path string) error {
+func (s *sqliteStore) copyTo(ctx context.Context, path string) error {
 	dst, err := sql.Open("sqlite3", "file:"+strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(path))+"?mode=rw&_synchronous=FULL")
 	if err != nil {
 		return err
@@ -62,15 +69,15 @@ func (l *Ledger) copyTo(ctx context.Context, path string) error {
 		return err
 	}
 	defer dconn.Close()
-	sconn, err := l.rdb.Conn(ctx)
+	sconn, err := s.rdb.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer sconn.Close()
 	return dconn.Raw(func(d any) error {
-		return sconn.Raw(func(s any) error {
+		return sconn.Raw(func(src any) error {
 			dc, ok1 := d.(*sqlite3.SQLiteConn)
-			sc, ok2 := s.(*sqlite3.SQLiteConn)
+			sc, ok2 := src.(*sqlite3.SQLiteConn)
 			if !ok1 || !ok2 {
 				return errors.New("not a go-sqlite3 connection")
 			}

@@ -3,41 +3,44 @@ package ledger
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 )
 
-// The state machine's statements. Every write is one statement, and every
-// transition is conditional on the state it expects (SPEC 6).
+// The state machine's statements, in SQL both stores accept. Every write is
+// one statement, and every transition is conditional on the state it
+// expects (SPEC 6).
 const (
 	// The claim: one statement, never "select, then insert".
 	sqlClaimInsert = `INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
-VALUES (?, ?, 'SENT', '', ?, NULL, 1, datetime('now'))
+VALUES (?, ?, 'SENT', '', ?, NULL, 1, CURRENT_TIMESTAMP)
 ON CONFLICT(guid) DO NOTHING`
 
 	sqlClaimExisting = `SELECT tx_code, state, rsp_code, request, response, attempts FROM tx WHERE guid = ?`
 
 	// FAILED → SENT, in one conditional statement.
-	sqlReclaim = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = datetime('now')
+	sqlReclaim = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP
 WHERE guid = ? AND state = 'FAILED' RETURNING attempts`
 
-	sqlReclaimBelow = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = datetime('now')
+	sqlReclaimBelow = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP
 WHERE guid = ? AND state = 'FAILED' AND COALESCE(attempts, 0) < ? RETURNING attempts`
 
-	sqlTransition = `UPDATE tx SET state = ?, rsp_code = ?, response = ?, updated_at = datetime('now')
+	sqlTransition = `UPDATE tx SET state = ?, rsp_code = ?, response = ?, updated_at = CURRENT_TIMESTAMP
 WHERE guid = ? AND state = ?`
 
 	sqlStateOf = `SELECT state FROM tx WHERE guid = ?`
 
-	// Purge in chunks: one huge DELETE would hold the write lock for as
-	// long as it runs, and the relay's claims would wait behind it.
-	sqlPurgeChunk = `DELETE FROM tx WHERE guid IN
-(SELECT guid FROM tx WHERE state = 'DONE' AND updated_at < ? LIMIT ?)`
-
-	sqlPurgeCount = `SELECT COUNT(*) FROM tx WHERE state = 'DONE' AND updated_at < ?`
+	sqlOutcomeOf = `SELECT state, rsp_code, response FROM tx WHERE guid = ?`
 )
+
+// purgeChunkSQL deletes one chunk of the DONE rows before the cut (cond is
+// the dialect's). In chunks: one huge DELETE would hold the write lock (or
+// its rows' locks) for as long as it runs, and claims would wait behind it.
+func purgeChunkSQL(d *dialect, cond string) string {
+	return `DELETE FROM tx WHERE guid IN
+(SELECT guid FROM tx WHERE state = 'DONE' AND ` + cond + ` LIMIT ?` + d.skipLocked + `)`
+}
 
 // purgeChunk is how many rows one purge transaction deletes.
 const purgeChunk = 1000
@@ -83,29 +86,33 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		return Claim{}, fmt.Errorf("ledger: claim %s: %w", r.GUID, err)
 	}
 	var c Claim
-	err := l.do(ctx, func(tx *sql.Tx) error {
+	err := l.st.do(ctx, operation{guid: r.GUID, run: func(tx stmts) error {
 		c = Claim{}
-		res, err := tx.Exec(sqlClaimInsert, r.GUID, r.TxCode, r.Frame)
-		if err != nil {
-			return fmt.Errorf("insert: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("insert: %w", err)
-		}
-		if n == 1 {
-			c = Claim{Outcome: Owned, Attempts: 1}
-			return nil
-		}
-
 		var (
-			txCode, state, rspCode sql.NullString
+			txCode, state, rspCode nullString
 			request, response      []byte
-			attempts               sql.NullInt64
+			attempts               nullInt
 		)
-		err = tx.QueryRow(sqlClaimExisting, r.GUID).Scan(&txCode, &state, &rspCode, &request, &response, &attempts)
-		if err != nil {
-			return fmt.Errorf("read existing row: %w", err)
+		// A row deleted between the INSERT that found it and the SELECT
+		// (purge, on a store where those are two transactions) is gone:
+		// claim again. Twice is enough, since purge only takes old rows.
+		for try := 0; ; try++ {
+			n, err := tx.exec(sqlClaimInsert, r.GUID, r.TxCode, r.Frame)
+			if err != nil {
+				return fmt.Errorf("insert: %w", err)
+			}
+			if n == 1 {
+				c = Claim{Outcome: Owned, Attempts: 1}
+				return nil
+			}
+			err = tx.queryRow(sqlClaimExisting, r.GUID).Scan(&txCode, &state, &rspCode, &request, &response, &attempts)
+			if errors.Is(err, errNoRows) && try < 2 {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("read existing row: %w", err)
+			}
+			break
 		}
 		found := Claim{State: State(state.String), RspCode: rspCode.String, Attempts: int(attempts.Int64)}
 
@@ -127,11 +134,12 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 			found.Outcome = Unknown
 		case StateFailed:
 			var a int64
-			err := tx.QueryRow(sqlReclaim, r.GUID).Scan(&a)
+			err := tx.queryRow(sqlReclaim, r.GUID).Scan(&a)
 			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				// Cannot happen while this writer holds the write lock,
-				// but the statement is conditional, so the answer is too.
+			case errors.Is(err, errNoRows):
+				// Another relay (or, on SQLite, nobody: the writer holds
+				// the write lock) took it first: the statement is
+				// conditional, so the answer is too.
 				found.Outcome = InProgress
 			case err != nil:
 				return fmt.Errorf("re-claim FAILED row: %w", err)
@@ -144,8 +152,9 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		}
 		c = found
 		return nil
-	})
+	}})
 	if err != nil {
+		l.countError(opClaim, err)
 		return Claim{}, fmt.Errorf("ledger: claim %s: %w", r.GUID, err)
 	}
 	return c, nil
@@ -159,7 +168,8 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 func (l *Ledger) Finish(ctx context.Context, guid string, o Outcome) error {
 	run, err := finishOp(guid, o)
 	if err == nil {
-		err = l.do(ctx, run)
+		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
+		l.countError(opFinish, err)
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: finish %s: %w", guid, err)
@@ -184,8 +194,9 @@ func (l *Ledger) FinishLater(ctx context.Context, guid string, o Outcome, then f
 	o.Response = bytes.Clone(o.Response)
 	run, err := finishOp(guid, o)
 	if err == nil {
-		err = l.enqueue(ctx, run, func(err error) {
+		err = l.st.enqueue(ctx, operation{guid: guid, run: run, rerunnable: true}, func(err error) {
 			if err != nil {
+				l.countError(opFinish, err)
 				err = fmt.Errorf("ledger: finish %s: %w", guid, err)
 			}
 			then(err)
@@ -198,7 +209,7 @@ func (l *Ledger) FinishLater(ctx context.Context, guid string, o Outcome, then f
 }
 
 // finishOp checks an outcome and returns its transition SENT → to.
-func finishOp(guid string, o Outcome) (func(tx *sql.Tx) error, error) {
+func finishOp(guid string, o Outcome) (opFunc, error) {
 	switch o.State {
 	case StateDone, StateUnknown, StateFailed:
 	default:
@@ -219,7 +230,8 @@ func (l *Ledger) Transition(ctx context.Context, guid string, from State, o Outc
 	}
 	run, err := transitionOp(guid, from, o)
 	if err == nil {
-		err = l.do(ctx, run)
+		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
+		l.countError(opTransition, err)
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: transition %s %s→%s: %w", guid, from, o.State, err)
@@ -228,23 +240,29 @@ func (l *Ledger) Transition(ctx context.Context, guid string, from State, o Outc
 }
 
 // transitionOp returns the writer operation for one conditional transition.
-func transitionOp(guid string, from State, o Outcome) (func(tx *sql.Tx) error, error) {
+func transitionOp(guid string, from State, o Outcome) (opFunc, error) {
 	if o.State == StateDone && len(o.Response) == 0 {
 		// A DONE row is answered by replaying its response: without one
 		// every retry of this GUID would fail.
 		return nil, errors.New("a DONE row needs its response frame")
 	}
-	return func(tx *sql.Tx) error {
-		res, err := tx.Exec(sqlTransition, string(o.State), o.RspCode, o.Response, guid, string(from))
-		if err != nil {
-			return fmt.Errorf("update: %w", err)
-		}
-		n, err := res.RowsAffected()
+	return func(tx stmts) error {
+		n, err := tx.exec(sqlTransition, string(o.State), o.RspCode, o.Response, guid, string(from))
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
 		if n == 1 {
 			return nil
+		}
+		if tx.rerun() {
+			// The first run's outcome is unknown: if the row is now
+			// exactly what it wrote, it landed.
+			var state, rspCode nullString
+			var response []byte
+			err := tx.queryRow(sqlOutcomeOf, guid).Scan(&state, &rspCode, &response)
+			if err == nil && State(state.String) == o.State && rspCode.String == o.RspCode && bytes.Equal(response, o.Response) {
+				return nil
+			}
 		}
 		return stateError(tx, guid, from, "")
 	}, nil
@@ -252,11 +270,11 @@ func transitionOp(guid string, from State, o Outcome) (func(tx *sql.Tx) error, e
 
 // stateError reads the state a failed conditional statement found, so the
 // error says what happened (missing row, or which state).
-func stateError(tx *sql.Tx, guid string, want State, detail string) error {
-	var s sql.NullString
-	err := tx.QueryRow(sqlStateOf, guid).Scan(&s)
+func stateError(tx stmts, guid string, want State, detail string) error {
+	var s nullString
+	err := tx.queryRow(sqlStateOf, guid).Scan(&s)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case errors.Is(err, errNoRows):
 		return &StateError{GUID: guid, Want: want}
 	case err != nil:
 		return fmt.Errorf("read state: %w", err)
@@ -292,19 +310,20 @@ func (l *Ledger) ReclaimBelow(ctx context.Context, guid string, maxAttempts int)
 
 func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int, error) {
 	var a int64
-	err := l.do(ctx, func(tx *sql.Tx) error {
+	err := l.st.do(ctx, operation{guid: guid, run: func(tx stmts) error {
 		var err error
 		if maxAttempts > 0 {
-			err = tx.QueryRow(sqlReclaimBelow, guid, maxAttempts).Scan(&a)
+			err = tx.queryRow(sqlReclaimBelow, guid, maxAttempts).Scan(&a)
 		} else {
-			err = tx.QueryRow(sqlReclaim, guid).Scan(&a)
+			err = tx.queryRow(sqlReclaim, guid).Scan(&a)
 		}
-		if errors.Is(err, sql.ErrNoRows) {
+		if errors.Is(err, errNoRows) {
 			return stateError(tx, guid, StateFailed, fmt.Sprintf("attempts limit %d reached", maxAttempts))
 		}
 		return err
-	})
+	}})
 	if err != nil {
+		l.countError(opReclaim, err)
 		return 0, fmt.Errorf("ledger: reclaim %s: %w", guid, err)
 	}
 	return int(a), nil
@@ -314,36 +333,41 @@ func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int
 // (compared at whole seconds) and returns how many. Rows in any other state
 // stay, however old. With dryRun it only counts them. The delete runs in
 // chunks of purgeChunk rows, one transaction each, so the relay's claims on
-// the same file never wait long; a cancelled ctx stops between chunks and
-// the count so far is returned with the error.
+// the same ledger never wait long; on PostgreSQL each chunk takes rows no
+// other purge holds (SKIP LOCKED), so purges on several hosts delete each
+// row once. A cancelled ctx stops between chunks and the count so far is
+// returned with the error.
 func (l *Ledger) PurgeDone(ctx context.Context, before time.Time, dryRun bool) (int64, error) {
 	if before.IsZero() {
 		return 0, errors.New("ledger: purge: zero cutoff time")
 	}
-	cut := formatTime(before)
+	d := l.st.dialect()
+	cond, cut := d.before(before)
+	at := formatTime(before)
 	if dryRun {
 		if l.isClosed.Load() {
 			return 0, fmt.Errorf("ledger: purge (dry run): %w", ErrClosed)
 		}
 		var n int64
-		if err := l.rdb.QueryRowContext(ctx, sqlPurgeCount, cut).Scan(&n); err != nil {
-			return 0, fmt.Errorf("ledger: purge before %s (dry run): %w", cut, err)
+		q := `SELECT COUNT(*) FROM tx WHERE state = 'DONE' AND ` + cond
+		if err := l.st.read().queryRow(ctx, q, cut).Scan(&n); err != nil {
+			l.countError(opRead, err)
+			return 0, fmt.Errorf("ledger: purge before %s (dry run): %w", at, err)
 		}
 		return n, nil
 	}
+	chunk := purgeChunkSQL(d, cond)
 	var total int64
 	for {
 		var n int64
-		err := l.do(ctx, func(tx *sql.Tx) error {
-			res, err := tx.Exec(sqlPurgeChunk, cut, purgeChunk)
-			if err != nil {
-				return err
-			}
-			n, err = res.RowsAffected()
+		err := l.st.do(ctx, operation{run: func(tx stmts) error {
+			var err error
+			n, err = tx.exec(chunk, cut, purgeChunk)
 			return err
-		})
+		}})
 		if err != nil {
-			return total, fmt.Errorf("ledger: purge before %s: %w", cut, err)
+			l.countError(opPurge, err)
+			return total, fmt.Errorf("ledger: purge before %s: %w", at, err)
 		}
 		total += n
 		if n < purgeChunk {

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -12,39 +11,42 @@ import (
 )
 
 func TestClaimNewIsOwnedAndDurable(t *testing.T) {
-	l := newLedger(t)
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
 
-	c, err := l.Claim(context.Background(), r)
-	assert.NilError(t, err)
-	assert.DeepEqual(t, c, Claim{Outcome: Owned, Attempts: 1})
+		c, err := l.Claim(context.Background(), r)
+		assert.NilError(t, err)
+		assert.DeepEqual(t, c, Claim{Outcome: Owned, Attempts: 1})
 
-	// Committed before Claim returned: another connection, outside the
-	// package, sees the row at once.
-	var (
-		state, txCode, rspCode string
-		req                    []byte
-		resp                   []byte
-		attempts               int
-		updatedAt              string
-	)
-	err = rawDB(t, l.Path()).QueryRow(`SELECT state, tx_code, rsp_code, request, response, attempts, updated_at FROM tx WHERE guid = ?`, r.GUID).
-		Scan(&state, &txCode, &rspCode, &req, &resp, &attempts, &updatedAt)
-	assert.NilError(t, err)
-	assert.Equal(t, state, "SENT")
-	assert.Equal(t, txCode, txTransfer)
-	assert.Equal(t, rspCode, "")
-	assert.DeepEqual(t, req, r.Frame)
-	assert.Check(t, resp == nil)
-	assert.Equal(t, attempts, 1)
-	at, err := time.ParseInLocation(timeLayout, updatedAt, time.UTC)
-	assert.NilError(t, err)
-	assert.Check(t, time.Since(at) < time.Minute && time.Since(at) > -time.Minute, "updated_at %s is not now (UTC)", updatedAt)
+		// Committed before Claim returned: another connection, outside the
+		// package, sees the row at once.
+		var (
+			state, txCode, rspCode string
+			req                    []byte
+			resp                   []byte
+			attempts               int
+			updatedAt              dbTime
+		)
+		err = raw(t, l).QueryRow(`SELECT state, tx_code, rsp_code, request, response, attempts, updated_at FROM tx WHERE guid = ?`, []any{r.GUID},
+			&state, &txCode, &rspCode, &req, &resp, &attempts, &updatedAt)
+		assert.NilError(t, err)
+		assert.Equal(t, state, "SENT")
+		assert.Equal(t, txCode, txTransfer)
+		assert.Equal(t, rspCode, "")
+		assert.DeepEqual(t, req, r.Frame)
+		assert.Check(t, resp == nil)
+		assert.Equal(t, attempts, 1)
+		at := updatedAt.t
+		assert.Check(t, time.Since(at) < time.Minute && time.Since(at) > -time.Minute, "updated_at %s is not now (UTC)", at)
+	})
 }
 
 func TestClaimExistingRow(t *testing.T) {
+	eachStore(t, testClaimExistingRow)
+}
+
+func testClaimExistingRow(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	l := newLedger(t)
 
 	for _, tc := range []struct {
 		state State
@@ -94,8 +96,11 @@ func TestClaimExistingRow(t *testing.T) {
 // The fingerprint is checked on every path that finds a row (the
 // Powertools bug was skipping it on the fast path).
 func TestClaimReusedOnEveryState(t *testing.T) {
+	eachStore(t, testClaimReusedOnEveryState)
+}
+
+func testClaimReusedOnEveryState(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	l := newLedger(t)
 
 	for _, tc := range []struct {
 		state State
@@ -135,21 +140,25 @@ func TestClaimReusedOnEveryState(t *testing.T) {
 }
 
 func TestClaimSameBodyDifferentHeaderIsNotReused(t *testing.T) {
-	ctx := context.Background()
-	l := newLedger(t)
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
-	seed(t, l, r, StateDone, codeOK)
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		ctx := context.Background()
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		seed(t, l, r, StateDone, codeOK)
 
-	retry := request(txTransfer, r.GUID, sentAt2, bodyA)
-	assert.Check(t, string(retry.Frame) != string(r.Frame))
-	c, err := l.Claim(ctx, retry)
-	assert.NilError(t, err)
-	assert.Equal(t, c.Outcome, Replay)
+		retry := request(txTransfer, r.GUID, sentAt2, bodyA)
+		assert.Check(t, string(retry.Frame) != string(r.Frame))
+		c, err := l.Claim(ctx, retry)
+		assert.NilError(t, err)
+		assert.Equal(t, c.Outcome, Replay)
+	})
 }
 
 func TestClaimRejectsBadRequest(t *testing.T) {
+	eachStore(t, testClaimRejectsBadRequest)
+}
+
+func testClaimRejectsBadRequest(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	l := newLedger(t)
 	r := request(txTransfer, newGUID(), sentAt1, bodyA)
 
 	bad := r
@@ -167,27 +176,29 @@ func TestClaimRejectsBadRequest(t *testing.T) {
 }
 
 func TestClaimReceivedIsInProgress(t *testing.T) {
-	ctx := context.Background()
-	l := newLedger(t)
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
-	_, err := rawDB(t, l.Path()).Exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
-VALUES (?, ?, 'RECEIVED', '', ?, NULL, 1, datetime('now'))`, r.GUID, r.TxCode, r.Frame)
-	assert.NilError(t, err)
-	c, err := l.Claim(ctx, r)
-	assert.NilError(t, err)
-	assert.Equal(t, c.Outcome, InProgress)
-	assert.Equal(t, c.State, StateReceived)
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		ctx := context.Background()
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		db := raw(t, l)
+		db.Exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
+VALUES (?, ?, 'RECEIVED', '', ?, NULL, 1, `+db.Now()+`)`, r.GUID, r.TxCode, r.Frame)
+		c, err := l.Claim(ctx, r)
+		assert.NilError(t, err)
+		assert.Equal(t, c.Outcome, InProgress)
+		assert.Equal(t, c.State, StateReceived)
+	})
 }
 
 func TestClaimCancelledContextWritesNothing(t *testing.T) {
-	l := newLedger(t)
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := l.Claim(ctx, r)
-	assert.Check(t, errors.Is(err, context.Canceled))
-	_, err = l.Get(context.Background(), r.GUID)
-	assert.Check(t, errors.Is(err, ErrNotFound))
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := l.Claim(ctx, r)
+		assert.Check(t, errors.Is(err, context.Canceled))
+		_, err = l.Get(context.Background(), r.GUID)
+		assert.Check(t, errors.Is(err, ErrNotFound))
+	})
 }
 
 // A caller that gives up while its op is still queued (the writer busy with
@@ -217,11 +228,11 @@ func blockWriter(t *testing.T, l *Ledger) (release func()) {
 	unblock := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- l.do(context.Background(), func(*sql.Tx) error {
+		done <- sqliteOf(l).do(context.Background(), operation{run: func(stmts) error {
 			close(started)
 			<-unblock
 			return nil
-		})
+		}})
 	}()
 	<-started
 	var released bool
@@ -237,8 +248,11 @@ func blockWriter(t *testing.T, l *Ledger) (release func()) {
 }
 
 func TestFinish(t *testing.T) {
+	eachStore(t, testFinish)
+}
+
+func testFinish(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	l := newLedger(t)
 	r := request(txTransfer, newGUID(), sentAt1, bodyA)
 	seed(t, l, r, StateSent, "")
 
@@ -273,8 +287,11 @@ func TestFinish(t *testing.T) {
 }
 
 func TestTransitionIsConditional(t *testing.T) {
+	eachStore(t, testTransitionIsConditional)
+}
+
+func testTransitionIsConditional(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	l := newLedger(t)
 	r := request(txTransfer, newGUID(), sentAt1, bodyA)
 	seed(t, l, r, StateUnknown, codeTimeout)
 
@@ -303,8 +320,11 @@ func TestTransitionIsConditional(t *testing.T) {
 }
 
 func TestReclaim(t *testing.T) {
+	eachStore(t, testReclaim)
+}
+
+func testReclaim(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	l := newLedger(t)
 	r := request(txTransfer, newGUID(), sentAt1, bodyA)
 	seed(t, l, r, StateFailed, codeNoConnect)
 
@@ -348,15 +368,15 @@ func TestFailingOpDoesNotSpoilItsBatch(t *testing.T) {
 	go func() { _, err := l.Claim(ctx, good1); results <- err }()
 	waitQueued(t, l, 1)
 	go func() {
-		results <- l.do(ctx, func(tx *sql.Tx) error {
+		results <- sqliteOf(l).do(ctx, operation{run: func(tx stmts) error {
 			// A first write that succeeds, then one the CHECK refuses: the
 			// first one must be taken back too.
-			if _, err := tx.Exec(`INSERT INTO tx(guid, state) VALUES (?, 'SENT')`, partial); err != nil {
+			if _, err := tx.exec(`INSERT INTO tx(guid, state) VALUES (?, 'SENT')`, partial); err != nil {
 				return err
 			}
-			_, err := tx.Exec(`INSERT INTO tx(guid, state) VALUES (?, 'BOGUS')`, newGUID())
+			_, err := tx.exec(`INSERT INTO tx(guid, state) VALUES (?, 'BOGUS')`, newGUID())
 			return err
-		})
+		}})
 	}()
 	waitQueued(t, l, 2)
 	go func() { _, err := l.Claim(ctx, good2); results <- err }()
@@ -387,9 +407,9 @@ func TestFailingOpDoesNotSpoilItsBatch(t *testing.T) {
 func waitQueued(t *testing.T, l *Ledger, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(l.ops) < n {
+	for len(sqliteOf(l).ops) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("queue has %d ops, want %d", len(l.ops), n)
+			t.Fatalf("queue has %d ops, want %d", len(sqliteOf(l).ops), n)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -14,15 +14,21 @@ import (
 // row is then looked up once per round. A holder that dies loses the lock
 // with its process.
 //
-// SQLite is shared only by processes on one host, so the lock is an
+// SQLite is shared only by processes on one host, so there the lock is an
 // advisory file lock (flock) on a file beside the ledger, named after it
 // and name. The lock file is never removed: removing it would let two
-// holders lock two different files.
+// holders lock two different files. A PostgreSQL ledger is shared across
+// hosts: there the lock is a session advisory lock, held on a connection
+// of its own until release (or until the holder's session ends).
 func (l *Ledger) TryExclusive(ctx context.Context, name string) (release func(), ok bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
-	path := l.path + "." + name + ".lock"
+	return l.st.tryExclusive(ctx, name)
+}
+
+func (s *sqliteStore) tryExclusive(_ context.Context, name string) (release func(), ok bool, err error) {
+	path := s.path + "." + name + ".lock"
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)

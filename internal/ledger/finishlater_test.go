@@ -8,6 +8,8 @@ import (
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
+
+	"lhrelay/internal/ledger/ledgertest"
 )
 
 // later queues FinishLater and returns a channel that gets its result.
@@ -32,8 +34,11 @@ func result(t *testing.T, res <-chan error) error {
 }
 
 func TestFinishLater(t *testing.T) {
+	eachStore(t, testFinishLater)
+}
+
+func testFinishLater(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	l := newLedger(t)
 	r := request(txTransfer, newGUID(), sentAt1, bodyA)
 	seed(t, l, r, StateSent, "")
 
@@ -63,8 +68,11 @@ func TestFinishLater(t *testing.T) {
 // out, and the writer runs operations in queue order, so the new claim
 // finds the outcome: a replay, never E903.
 func TestFinishLaterThenClaim(t *testing.T) {
+	eachStore(t, testFinishLaterThenClaim)
+}
+
+func testFinishLaterThenClaim(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	l := newLedger(t)
 	for range 50 {
 		r := request(txTransfer, newGUID(), sentAt1, bodyA)
 		seed(t, l, r, StateSent, "")
@@ -80,8 +88,11 @@ func TestFinishLaterThenClaim(t *testing.T) {
 }
 
 func TestFinishLaterRefused(t *testing.T) {
+	eachStore(t, testFinishLaterRefused)
+}
+
+func testFinishLaterRefused(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	l := newLedger(t)
 	r := request(txTransfer, newGUID(), sentAt1, bodyA)
 	seed(t, l, r, StateSent, "")
 	never := func(err error) { t.Errorf("then called with %v", err) }
@@ -99,8 +110,11 @@ func TestFinishLaterRefused(t *testing.T) {
 // TestCloseRecordsQueuedOutcomes: Close runs every outcome queued before
 // it, and each caller hears its result before Close returns.
 func TestCloseRecordsQueuedOutcomes(t *testing.T) {
+	ledgertest.Run(t, testCloseRecordsQueuedOutcomes)
+}
+
+func testCloseRecordsQueuedOutcomes(t *testing.T, path string) {
 	ctx := context.Background()
-	path := dbPath(t)
 	l, err := Open(path)
 	assert.NilError(t, err)
 	var guids []string
@@ -137,7 +151,7 @@ func TestFinishLaterFullQueue(t *testing.T) {
 	ctx := context.Background()
 	l := newLedger(t, WithMaxBatch(1))
 	var queued []Request
-	for range cap(l.ops) + 1 {
+	for range cap(sqliteOf(l).ops) + 1 {
 		r := request(txTransfer, newGUID(), sentAt1, bodyA)
 		seed(t, l, r, StateSent, "")
 		queued = append(queued, r)
@@ -149,7 +163,7 @@ func TestFinishLaterFullQueue(t *testing.T) {
 	for _, r := range queued {
 		results = append(results, later(t, l, r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK)))
 	}
-	assert.Equal(t, len(l.ops), cap(l.ops), "the queue is full")
+	assert.Equal(t, len(sqliteOf(l).ops), cap(sqliteOf(l).ops), "the queue is full")
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()

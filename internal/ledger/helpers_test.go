@@ -11,7 +11,12 @@ import (
 	"time"
 
 	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // Test response codes. Tests may spell them; the package never does.
 const (
@@ -69,9 +74,23 @@ func openLedger(t testing.TB, path string, opts ...Option) *Ledger {
 	return l
 }
 
+// newLedger opens a fresh SQLite ledger, for the tests of the SQLite
+// store's own machinery (its writer and its file).
 func newLedger(t testing.TB, opts ...Option) *Ledger {
 	return openLedger(t, dbPath(t), opts...)
 }
+
+// eachStore runs fn as a subtest on a fresh ledger of each store: every
+// rule of the state machine holds on both.
+func eachStore(t *testing.T, fn func(t *testing.T, l *Ledger), opts ...Option) {
+	ledgertest.Run(t, func(t *testing.T, db string) { fn(t, openLedger(t, db, opts...)) })
+}
+
+// raw reaches l's rows from outside the package, as another process would.
+func raw(t testing.TB, l *Ledger) *ledgertest.Raw { return ledgertest.Open(t, l.Path()) }
+
+// sqliteOf is l's SQLite store, for the tests of its writer.
+func sqliteOf(l *Ledger) *sqliteStore { return l.st.(*sqliteStore) }
 
 // rawDB is an independent connection to the same file, outside the
 // package's pools: what another process would see.
@@ -93,11 +112,7 @@ func rawDBMode(t testing.TB, path, mode string) *sql.DB {
 // given age.
 func setUpdatedAt(t testing.TB, l *Ledger, guid string, at time.Time) {
 	t.Helper()
-	res, err := rawDB(t, l.Path()).Exec(`UPDATE tx SET updated_at = ? WHERE guid = ?`, formatTime(at), guid)
-	assert.NilError(t, err)
-	n, err := res.RowsAffected()
-	assert.NilError(t, err)
-	assert.Equal(t, n, int64(1))
+	raw(t, l).SetUpdatedAt(guid, at)
 }
 
 // seed claims a new request and moves it to state (SENT: left as claimed).

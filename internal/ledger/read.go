@@ -2,30 +2,26 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 const sqlRowColumns = `guid, tx_code, state, rsp_code, request, response, attempts, updated_at`
 
-type scanner interface{ Scan(dest ...any) error }
-
 func scanRow(s scanner) (Row, error) {
 	var (
-		guid                              string
-		txCode, state, rspCode, updatedAt sql.NullString
-		request, response                 []byte
-		attempts                          sql.NullInt64
+		guid                   string
+		txCode, state, rspCode nullString
+		request, response      []byte
+		attempts               nullInt
+		updatedAt              dbTime
 	)
 	if err := s.Scan(&guid, &txCode, &state, &rspCode, &request, &response, &attempts, &updatedAt); err != nil {
-		return Row{}, err
-	}
-	t, err := parseTime(updatedAt)
-	if err != nil {
 		return Row{}, fmt.Errorf("guid %s: %w", guid, err)
 	}
+	t := updatedAt.t
 	return Row{
 		GUID:      guid,
 		TxCode:    txCode.String,
@@ -43,11 +39,12 @@ func (l *Ledger) Get(ctx context.Context, guid string) (Row, error) {
 	if l.isClosed.Load() {
 		return Row{}, fmt.Errorf("ledger: get %s: %w", guid, ErrClosed)
 	}
-	r, err := scanRow(l.rdb.QueryRowContext(ctx, `SELECT `+sqlRowColumns+` FROM tx WHERE guid = ?`, guid))
-	if errors.Is(err, sql.ErrNoRows) {
+	r, err := scanRow(l.st.read().queryRow(ctx, `SELECT `+sqlRowColumns+` FROM tx WHERE guid = ?`, guid))
+	if errors.Is(err, errNoRows) {
 		return Row{}, fmt.Errorf("ledger: get %s: %w", guid, ErrNotFound)
 	}
 	if err != nil {
+		l.countError(opRead, err)
 		return Row{}, fmt.Errorf("ledger: get %s: %w", guid, err)
 	}
 	return r, nil
@@ -92,7 +89,8 @@ func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
 	if l.isClosed.Load() {
 		return fmt.Errorf("ledger: list: %w", ErrClosed)
 	}
-	where, args, err := f.clauses()
+	d := l.st.dialect()
+	where, args, err := f.clauses(d)
 	if err != nil {
 		return fmt.Errorf("ledger: list: %w", err)
 	}
@@ -111,6 +109,7 @@ func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
 			a := append(args[:len(args):len(args)], after...)
 			page, err = l.readPage(ctx, page[:0], ph.query(where, after != nil), append(a, n)...)
 			if err != nil {
+				l.countError(opRead, err)
 				return fmt.Errorf("ledger: list: %w", err)
 			}
 			for _, r := range page {
@@ -122,7 +121,7 @@ func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
 			if len(page) < n {
 				break
 			}
-			after = ph.cursor(page[len(page)-1])
+			after = ph.cursor(d, page[len(page)-1])
 		}
 	}
 	return nil
@@ -134,15 +133,15 @@ func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
 // dated rows. The keys stay bare columns so that the (state, updated_at)
 // index serves both the range and the order (TestScanUsesTheIndex).
 var scanPhases = []scanPhase{
-	{"updated_at IS NULL", "guid > ?", "guid", func(r Row) []any { return []any{r.GUID} }},
-	{"updated_at IS NOT NULL", "(updated_at, guid) > (?, ?)", "updated_at, guid", func(r Row) []any { return []any{formatTime(r.UpdatedAt), r.GUID} }},
+	{"updated_at IS NULL", "guid > ?", "guid", func(_ *dialect, r Row) []any { return []any{r.GUID} }},
+	{"updated_at IS NOT NULL", "(updated_at, guid) > (?, ?)", "updated_at, guid", func(d *dialect, r Row) []any { return []any{d.timeArg(r.UpdatedAt), r.GUID} }},
 }
 
 type scanPhase struct {
-	cond   string          // the rows of this phase
-	after  string          // rows after the cursor
-	order  string          // the page order
-	cursor func(Row) []any // the cursor's arguments, from a page's last row
+	cond   string                    // the rows of this phase
+	after  string                    // rows after the cursor
+	order  string                    // the page order
+	cursor func(*dialect, Row) []any // the cursor's arguments, from a page's last row
 }
 
 // query is the phase's page query for a filter's conditions: its arguments
@@ -157,7 +156,7 @@ func (ph scanPhase) query(where []string, withCursor bool) string {
 
 // readPage runs one page query and returns its rows, the result set closed.
 func (l *Ledger) readPage(ctx context.Context, page []Row, q string, args ...any) ([]Row, error) {
-	rows, err := l.rdb.QueryContext(ctx, q, args...)
+	rows, err := l.st.read().query(ctx, q, args...)
 	if err != nil {
 		return page, err
 	}
@@ -178,7 +177,8 @@ func (l *Ledger) Count(ctx context.Context, f Filter) (int, error) {
 	if l.isClosed.Load() {
 		return 0, fmt.Errorf("ledger: count: %w", ErrClosed)
 	}
-	where, args, err := f.clauses()
+	d := l.st.dialect()
+	where, args, err := f.clauses(d)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: count: %w", err)
 	}
@@ -187,14 +187,15 @@ func (l *Ledger) Count(ctx context.Context, f Filter) (int, error) {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	var n int
-	if err := l.rdb.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+	if err := l.st.read().queryRow(ctx, q, args...).Scan(&n); err != nil {
+		l.countError(opRead, err)
 		return 0, fmt.Errorf("ledger: count: %w", err)
 	}
 	return n, nil
 }
 
 // clauses turns f into SQL conditions and their arguments.
-func (f Filter) clauses() (where []string, args []any, err error) {
+func (f Filter) clauses(d *dialect) (where []string, args []any, err error) {
 	if len(f.States) > 0 {
 		marks := make([]string, len(f.States))
 		for i, s := range f.States {
@@ -207,8 +208,9 @@ func (f Filter) clauses() (where []string, args []any, err error) {
 		where = append(where, "state IN ("+strings.Join(marks, ",")+")")
 	}
 	if !f.UpdatedBefore.IsZero() {
-		where = append(where, "updated_at <= ?")
-		args = append(args, formatTime(f.UpdatedBefore))
+		cond, arg := d.atOrBefore(f.UpdatedBefore)
+		where = append(where, cond)
+		args = append(args, arg)
 	}
 	if f.RspCode != "" {
 		where = append(where, "rsp_code = ?")
@@ -235,57 +237,47 @@ func (l *Ledger) Stats(ctx context.Context) (StateCounts, error) {
 }
 
 func (l *Ledger) stats(ctx context.Context) (StateCounts, error) {
-	// A read transaction gives the queries one consistent snapshot (WAL).
-	tx, err := l.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return StateCounts{}, err
-	}
-	defer tx.Rollback()
-
 	st := StateCounts{ByState: make(map[State]int64, len(States))}
-	for _, s := range States {
-		st.ByState[s] = 0
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT COALESCE(state, ''), COALESCE(rsp_code, ''), COUNT(*)
-FROM tx GROUP BY 1, 2 ORDER BY 1, 2`)
-	if err != nil {
-		return StateCounts{}, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var c CodeCount
-		var s string
-		if err := rows.Scan(&s, &c.RspCode, &c.Count); err != nil {
-			return StateCounts{}, err
+	err := l.st.snapshot(ctx, func(q querier) error {
+		st = StateCounts{ByState: make(map[State]int64, len(States))}
+		for _, s := range States {
+			st.ByState[s] = 0
 		}
-		c.State = State(s)
-		st.ByCode = append(st.ByCode, c)
-		st.ByState[c.State] += c.Count
-		st.Total += c.Count
-	}
-	if err := rows.Err(); err != nil {
-		return StateCounts{}, err
-	}
-	rows.Close()
+		rows, err := q.query(ctx, `SELECT COALESCE(state, ''), COALESCE(rsp_code, ''), COUNT(*)
+FROM tx GROUP BY 1, 2 ORDER BY 1, 2`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c CodeCount
+			var s string
+			if err := rows.Scan(&s, &c.RspCode, &c.Count); err != nil {
+				return err
+			}
+			c.State = State(s)
+			st.ByCode = append(st.ByCode, c)
+			st.ByState[c.State] += c.Count
+			st.Total += c.Count
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
 
-	oldest := func(s State) (sql.NullString, error) {
-		var t sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT MIN(updated_at) FROM tx WHERE state = ?`, string(s)).Scan(&t)
-		return t, err
-	}
-	u, err := oldest(StateUnknown)
+		oldest := func(s State) (time.Time, error) {
+			var t dbTime
+			err := q.queryRow(ctx, `SELECT MIN(updated_at) FROM tx WHERE state = ?`, string(s)).Scan(&t)
+			return t.t, err
+		}
+		if st.OldestUnknown, err = oldest(StateUnknown); err != nil {
+			return err
+		}
+		st.OldestSent, err = oldest(StateSent)
+		return err
+	})
 	if err != nil {
-		return StateCounts{}, err
+		l.countError(opRead, err)
 	}
-	if st.OldestUnknown, err = parseTime(u); err != nil {
-		return StateCounts{}, err
-	}
-	s, err := oldest(StateSent)
-	if err != nil {
-		return StateCounts{}, err
-	}
-	if st.OldestSent, err = parseTime(s); err != nil {
-		return StateCounts{}, err
-	}
-	return st, nil
+	return st, err
 }

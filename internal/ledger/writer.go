@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"runtime"
@@ -15,7 +14,7 @@ import (
 // only after done is closed and only if err is nil. An op queued without
 // waiting (enqueue) has no done channel: the writer calls then instead.
 type op struct {
-	run   func(tx *sql.Tx) error
+	run   opFunc
 	state atomic.Int32 // opQueued → opTaken (writer) or opCancelled (caller)
 	err   error
 	done  chan struct{}
@@ -38,25 +37,27 @@ const (
 )
 
 // do queues run for the writer and waits for its result. See the package
-// doc for what a cancelled context means.
-func (l *Ledger) do(ctx context.Context, run func(tx *sql.Tx) error) error {
+// doc for what a cancelled context means. The queue keeps the order of
+// operations on one GUID, so guid is not needed here.
+func (s *sqliteStore) do(ctx context.Context, w operation) error {
+	run := w.run
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	o := &op{run: run, done: make(chan struct{})}
 
-	l.mu.RLock()
-	if l.closed {
-		l.mu.RUnlock()
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
 		return ErrClosed
 	}
 	select {
-	case l.ops <- o:
+	case s.ops <- o:
 	case <-ctx.Done():
-		l.mu.RUnlock()
+		s.mu.RUnlock()
 		return ctx.Err()
 	}
-	l.mu.RUnlock()
+	s.mu.RUnlock()
 
 	select {
 	case <-o.done:
@@ -75,18 +76,19 @@ func (l *Ledger) do(ctx context.Context, run func(tx *sql.Tx) error) error {
 // failed). It waits only while the queue is full, and only until ctx ends.
 // If it returns an error (ctx, ErrClosed) nothing was queued and then is
 // never called.
-func (l *Ledger) enqueue(ctx context.Context, run func(tx *sql.Tx) error, then func(error)) error {
+func (s *sqliteStore) enqueue(ctx context.Context, w operation, then func(error)) error {
+	run := w.run
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	o := &op{run: run, then: then}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.closed {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
 		return ErrClosed
 	}
 	select {
-	case l.ops <- o:
+	case s.ops <- o:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -95,11 +97,11 @@ func (l *Ledger) enqueue(ctx context.Context, run func(tx *sql.Tx) error, then f
 
 // writer is the only goroutine that writes. It runs until Close closes ops,
 // and finishes every operation queued before that.
-func (l *Ledger) writer() {
-	defer close(l.writerDone)
-	batch := make([]*op, 0, l.cfg.maxBatch)
-	for first := range l.ops {
-		batch = l.runBatch(first, batch[:0])
+func (s *sqliteStore) writer() {
+	defer close(s.writerDone)
+	batch := make([]*op, 0, s.cfg.maxBatch)
+	for first := range s.ops {
+		batch = s.runBatch(first, batch[:0])
 		for _, o := range batch {
 			o.complete()
 		}
@@ -127,7 +129,7 @@ func take(batch []*op, o *op) []*op {
 // runBatch runs first and whatever else is queued (up to maxBatch) in one
 // BEGIN IMMEDIATE … COMMIT, and sets every op's err. It returns the ops it
 // took; the caller signals them.
-func (l *Ledger) runBatch(first *op, batch []*op) []*op {
+func (s *sqliteStore) runBatch(first *op, batch []*op) []*op {
 	// The writer never uses a caller's context: a cancelled statement
 	// would interrupt the transaction every other op of the batch shares.
 	// Background also keeps the driver on its no-goroutine fast path.
@@ -136,13 +138,13 @@ func (l *Ledger) runBatch(first *op, batch []*op) []*op {
 	// Take the write lock first (this may wait for another process), then
 	// collect: ops that queued meanwhile join this batch, and callers can
 	// still cancel while we wait.
-	tx, beginErr := l.wconn.BeginTx(ctx, nil)
+	tx, beginErr := s.wconn.BeginTx(ctx, nil)
 
 	batch = take(batch, first)
 drain:
-	for len(batch) < l.cfg.maxBatch {
+	for len(batch) < s.cfg.maxBatch {
 		select {
-		case o, ok := <-l.ops:
+		case o, ok := <-s.ops:
 			if !ok {
 				break drain
 			}
@@ -158,7 +160,7 @@ drain:
 	}
 
 	for _, o := range batch {
-		err := o.run(tx)
+		err := o.run(sqliteTx{tx})
 		if err == nil || errors.Is(err, ErrStateChanged) {
 			// A refusal decided by a conditional statement that changed
 			// nothing: the op's own result, and the batch goes on.
@@ -172,29 +174,29 @@ drain:
 		// failure stays its own and nobody is told of a write that was
 		// undone.
 		tx.Rollback()
-		l.runEach(ctx, batch)
+		s.runEach(ctx, batch)
 		return batch
 	}
 	if err := tx.Commit(); err != nil {
 		failAll(batch, fmt.Errorf("commit: %w", err))
 		return batch
 	}
-	l.commits.Add(1)
+	s.ncommits.Add(1)
 	return batch
 }
 
 // runEach is the slow path after a statement failed in a batch: each op in a
 // transaction of its own. Every op's closure overwrites its results when it
 // runs, so running it again after the rollback is safe.
-func (l *Ledger) runEach(ctx context.Context, batch []*op) {
+func (s *sqliteStore) runEach(ctx context.Context, batch []*op) {
 	for _, o := range batch {
 		o.err = nil
-		tx, err := l.wconn.BeginTx(ctx, nil)
+		tx, err := s.wconn.BeginTx(ctx, nil)
 		if err != nil {
 			o.err = fmt.Errorf("begin: %w", err)
 			continue
 		}
-		err = o.run(tx)
+		err = o.run(sqliteTx{tx})
 		if err != nil && !errors.Is(err, ErrStateChanged) {
 			tx.Rollback()
 			o.err = err
@@ -205,7 +207,7 @@ func (l *Ledger) runEach(ctx context.Context, batch []*op) {
 			continue
 		}
 		o.err = err
-		l.commits.Add(1)
+		s.ncommits.Add(1)
 	}
 }
 

@@ -1,0 +1,199 @@
+// Package ledger is the durable idempotency ledger of the LH-STD relay
+// (SPEC sections 6 and 6a): one row per GUID, and the one place that owns
+// the row state machine (RECEIVED, SENT, DONE, UNKNOWN, FAILED). The relay
+// and the batch commands (resolve, reprocess, purge) are built on it. It is
+// content-agnostic: it stores frames and response codes it is given and
+// never parses a frame.
+//
+// # One state machine, two stores
+//
+// A ledger lives in a SQLite file (the embedded default: one relay, one
+// host) or in a PostgreSQL database shared by several relays and batch
+// commands on several hosts (--db postgres://…). Ledger is the same type
+// for both. Its rules are written once (claim.go, read.go), as statements
+// in SQL both accept: the claim is one INSERT … ON CONFLICT (guid) DO
+// NOTHING whose affected-row count decides; an existing row's fingerprint
+// (TX_CODE + body) is compared on every path; every transition is one
+// UPDATE conditional on the state it expects, its affected-row count
+// deciding. A store (store.go) runs those statements: how they reach the
+// database, how commits are grouped, how connections are pooled and how
+// updated_at is stored are all it decides.
+//
+// # Why the SQLite settings are what they are
+//
+// Every connection gets its PRAGMAs from the DSN, because a PRAGMA run once
+// after sql.Open reaches only one pooled connection:
+//
+//   - _journal_mode=WAL: readers (Get, List, Stats, another process's
+//     reads) never block the writer and the writer never blocks them; a
+//     commit appends to the WAL and needs one fsync.
+//   - _synchronous=FULL: in WAL mode NORMAL does not fsync at COMMIT, so
+//     a power loss could forget a claim the core was already called for.
+//     FULL fsyncs the WAL at every COMMIT: a claimed row is on disk before
+//     Claim returns (SPEC 6: durable before the core is called).
+//   - _txlock=immediate: every transaction starts with BEGIN IMMEDIATE,
+//     taking the write lock up front. A deferred transaction that reads
+//     and then writes gets SQLITE_BUSY at once when another connection
+//     (the relay and a batch command on the same file) wrote meanwhile,
+//     ignoring the busy timeout; BEGIN IMMEDIATE waits instead.
+//   - _busy_timeout (default 10 s, WithBusyTimeout): SQLite has one writer
+//     at a time even in WAL. A process that finds the write lock taken
+//     waits up to this long. Every writer here holds the lock for one short
+//     transaction (a group-commit batch, or a purge chunk), so normal
+//     contention never surfaces as "database is locked".
+//   - _foreign_keys=1: none today; set so a later migration that adds one
+//     is enforced everywhere.
+//   - never cache=shared: it turns SQLITE_BUSY into SQLITE_LOCKED, which
+//     ignores the busy timeout.
+//   - _stmt_cache_size: the same few statements run many thousand times a
+//     second; the driver's per-connection cache avoids re-preparing them.
+//
+// The files are opened as SQLite URIs with mode=rwc (Open) or mode=rw
+// (OpenExisting): SQLite never creates a directory, and mode=rw never
+// creates a file, so a batch command pointed at a wrong path fails instead
+// of starting an empty ledger.
+//
+// # SQLite: group commit
+//
+// The disk does about 2,000 fsyncs a second, and each transfer needs a
+// claim and an outcome: one commit each would cap the relay near 1,000
+// transfers a second. So one writer goroutine owns the only write
+// connection. Claim, Finish, Transition, Reclaim, PurgeDone and Ping
+// enqueue an operation and wait; FinishLater enqueues one and returns, and
+// the writer calls back with its result. The writer takes the first queued
+// operation, runs BEGIN IMMEDIATE, then takes whatever else is queued (up
+// to WithMaxBatch, default 256) and runs each operation's own statements in
+// that one transaction, in queue order, then COMMITs once. Each operation's
+// own affected-row counts decide its result: two claims of one GUID in the
+// same batch run one after the other, so the first INSERT affects one row
+// and the second none. Replies go out only after the COMMIT succeeded; if
+// it fails, every operation in the batch gets the error and none reports
+// success. There is no timer: while one batch is being fsynced the next one
+// queues up, so batches grow with load and a lone request is not delayed.
+//
+// After replying to a batch the writer yields its processor
+// (runtime.Gosched) before starting the next. The callers it woke are queued
+// on its processor, and a goroutine in a cgo call keeps its processor; so
+// without the yield they would wait there while the writer executes the next
+// batch in SQLite. Measured with the relay at 256 channels (core in its own
+// process): 11.4k instead of 9.0k transfers a second, half the commits per
+// transfer; ledger alone at 16 channels 21k instead of 14.7k; at 64
+// channels both within noise.
+//
+// Operations run without savepoints, because none can leave half its work
+// behind: each makes at most one write, as its last statement, and SQLite
+// statements are atomic. A refusal (a conditional UPDATE that matched no
+// row, ErrStateChanged) is that operation's result and the batch goes on.
+// Any other failed statement rolls the whole batch back and the writer
+// runs its operations again, each in a transaction of its own: one
+// operation's failure stays its own, and if SQLite itself aborted the
+// transaction (disk full, I/O error) nobody is told a write succeeded that
+// was undone. A savepoint per operation did the same at three statements
+// more per operation: about half the writer's time per operation.
+//
+// Cancelling an operation's context before the writer has taken it drops
+// the operation: the method returns the context's error and nothing was
+// written. Once the writer has taken it (only after BEGIN IMMEDIATE
+// succeeded, so never while waiting for another process's lock) the method
+// waits for the COMMIT and reports the real result, because a claim that
+// committed while its caller walked away would leave a SENT row nobody is
+// working on. The writer itself never runs a caller's context: an
+// interrupted statement would abort everybody's transaction.
+//
+// Reads (Get, List, Stats, a dry-run PurgeDone) use a separate pool of
+// read-only (query_only) connections (WithReadConns, default 4) and see
+// every committed write.
+//
+// # PostgreSQL: one transaction per statement, on a pool
+//
+// Every statement is its own transaction (autocommit) on a connection of a
+// pgxpool (WithPoolSize, default 32): a claim is committed when its INSERT
+// returns, an outcome when its UPDATE returns, and no transaction is open,
+// and no row lock held, while the core is called (the Stripe pattern: claim,
+// call, record, each its own transaction). A group-commit writer like
+// SQLite's is not needed: PostgreSQL flushes the WAL of concurrent commits
+// together by itself, so transfers on the pool's connections share fsyncs
+// (the benchmark counts them), and no statement waits behind another's
+// round trip. Each claim's own affected-row count decides it, as on SQLite;
+// two relays claiming one GUID at once meet at the primary key, where the
+// second INSERT waits for the first to commit and then does nothing.
+//
+// Session settings are fixed by the ledger in every connection's startup
+// packet, whatever the server's or the role's defaults:
+// synchronous_commit=on (a claim must survive a crash of the database
+// before the core is called; a URL may ask for remote_apply, and a weaker
+// value is refused; every new connection checks it), lock_timeout 5 s and
+// statement_timeout 10 s (WithStatementTimeout; the client gives up 2 s
+// later), idle_in_transaction_session_timeout, READ COMMITTED (under
+// REPEATABLE READ the same statements could fail instead of deciding),
+// TimeZone UTC. The schema (schema_postgres.sql) is applied at every Open
+// in one transaction that first takes a transaction-scoped advisory lock,
+// so relays starting at the same instant apply it one after the other.
+// Multi-host URLs (postgres://a:5432,b:5432/db?target_session_attrs=read-write)
+// are pgx's: a new connection goes to whichever host is the primary, and
+// Ping refuses a connection to a standby.
+//
+// Operations on one GUID run in the order they were issued, as the SQLite
+// writer's queue gives for free: FinishLater runs its UPDATE on a goroutine
+// of its own (at most 4×pool size at once), and a Claim of the same GUID in
+// this process waits for it, so a channel's immediate retry is replayed,
+// never E903. Across relays there is no such queue: a retry that reaches
+// another relay in the millisecond before the outcome commits finds the row
+// SENT and gets E903, which is true (the outcome is not recorded yet) and
+// safe (the channel retries and gets the replay).
+//
+// # PostgreSQL: what an error means
+//
+// A statement that fails may or may not have committed, and only some
+// failures say which:
+//
+//   - not sent: no connection could be had (the database down or
+//     unreachable), or pgx knows that no byte of the statement left
+//     (pgconn.SafeToRetry). Nothing was written. The operation is run
+//     again, on another connection, for up to 2 s for a caller who waits
+//     (WithRetry) and up to 30 s for an outcome queued by FinishLater, so
+//     that a database restart loses no recorded outcome;
+//   - refused: the server answered with an ERROR (a constraint, a timeout):
+//     the statement's transaction rolled back;
+//   - unknown: the connection was lost after the statement was sent (a
+//     restart, a failover, a network cut). The commit may have happened.
+//
+// A claim that fails is answered E902 by the relay, and the core is not
+// called. When the failure was "not sent" or "refused", that is exactly
+// true. When it was "unknown", the claim may have committed: then the row
+// exists, SENT, and nobody will finish it. E902 is still the right answer,
+// because what it promises holds: the core was not called, and resending
+// the same GUID is safe — the resend finds the SENT row and gets E903 (no
+// core call), until resolve --stale-sent settles the row by inquiry: the
+// core never saw it, so the lookup says 404, the row becomes FAILED/E902,
+// and the next resend (or reprocess) re-claims it and sends it once. No
+// path calls the core for a claim whose commit is not certain. A claim is
+// never run again after an unknown failure: it would find its own row and
+// take it for another relay's.
+//
+// A transition (Finish, FinishLater, Transition) is run again after an
+// unknown failure too, and the second run recognises its first run's write
+// when the row holds exactly the state, code and response it was writing.
+// If it cannot be recorded at all, the relay's policy is the same as on
+// SQLite (internal/relay): the row stays SENT for resolve --stale-sent.
+//
+// Batch commands on several hosts at once: resolve's transitions and
+// reprocess's re-claims are conditional UPDATEs, so of two runs that
+// selected the same row one changes it and the other finds it changed
+// ("skipped"): no row is settled or sent twice. purge deletes in chunks
+// whose rows are taken FOR UPDATE SKIP LOCKED, so each row is deleted by
+// one run.
+//
+// # Time
+//
+// On PostgreSQL updated_at is a timestamptz from the database's clock
+// (CURRENT_TIMESTAMP), with microseconds; a Filter's whole-second bound
+// becomes "before the next second", which selects the same rows as on
+// SQLite and stays a range of the (state, updated_at, guid) index.
+//
+// On SQLite updated_at is datetime('now') text, 'YYYY-MM-DD HH:MM:SS' in UTC, so
+// comparisons are text comparisons against a Go time formatted the same
+// way, at whole seconds (the fraction of the Go time is dropped). List
+// selects updated_at <= t, so a row exactly min-age old is selected;
+// PurgeDone deletes updated_at < t, so a row exactly N days old stays.
+package ledger

@@ -1,0 +1,520 @@
+package ledger
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed schema_postgres.sql
+var schemaPostgresSQL string
+
+// schemaLockKey is the advisory lock that serialises schema changes of
+// relays starting at once ("lhrelay" in ASCII).
+const schemaLockKey int64 = 0x6c6872656c6179
+
+// pgStore is a ledger in a PostgreSQL database shared by every relay and
+// batch command pointed at it. Every statement is its own transaction on a
+// pooled connection; see the package doc for why, and for what an error
+// means.
+type pgStore struct {
+	cfg      config
+	pool     *pgxpool.Pool
+	ncommits atomic.Uint64
+
+	// mu guards closed and the start of every operation: close takes it
+	// exclusively, so none starts after it and it waits for the rest.
+	mu       sync.RWMutex
+	closed   bool
+	inflight sync.WaitGroup
+	slots    chan struct{} // bounds the outcomes queued by enqueue
+
+	// pending holds, per GUID, the latest queued outcome not yet done: an
+	// operation on that GUID waits for it (operations on a GUID run in the
+	// order issued).
+	pmu     sync.Mutex
+	pending map[string]chan struct{}
+}
+
+func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
+	shown := redactURL(rawURL)
+	fail := func(err error) (*pgStore, string, error) {
+		return nil, "", fmt.Errorf("ledger: open %s: %w", shown, err)
+	}
+	pcfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return fail(fmt.Errorf("bad PostgreSQL URL: %w", err))
+	}
+	if err := fixSession(pcfg.ConnConfig, cfg); err != nil {
+		return fail(err)
+	}
+	pcfg.MaxConns = int32(cfg.poolSize)
+	pcfg.HealthCheckPeriod = 5 * time.Second
+	pcfg.AfterConnect = checkSession
+	if pcfg.ConnConfig.ConnectTimeout == 0 {
+		pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	s := &pgStore{cfg: cfg, slots: make(chan struct{}, 4*cfg.poolSize), pending: map[string]chan struct{}{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fail(err)
+	}
+	if err := applyPostgresSchema(ctx, s.pool, cfg.mustExist); err != nil {
+		s.pool.Close()
+		return fail(err)
+	}
+	return s, shown, nil
+}
+
+// fixSession sets the session settings every connection gets, whatever
+// the server's defaults, in the startup packet (RuntimeParams). A URL may
+// ask for a stronger synchronous_commit (remote_apply), never a weaker one.
+func fixSession(cc *pgx.ConnConfig, cfg config) error {
+	p := cc.RuntimeParams
+	switch sc := p["synchronous_commit"]; sc {
+	case "", "on":
+		p["synchronous_commit"] = "on"
+	case "remote_apply":
+	default:
+		return fmt.Errorf("synchronous_commit=%s would let a committed claim be lost: want on (or remote_apply)", sc)
+	}
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	p["statement_timeout"] = ms(cfg.statementTimeout)
+	p["lock_timeout"] = ms(cfg.lockTimeout)
+	// No statement here opens a transaction and waits: one left open by
+	// a bug must not hold row locks for long.
+	p["idle_in_transaction_session_timeout"] = ms(cfg.statementTimeout)
+	// The affected-row counts decide, as on SQLite: under REPEATABLE READ
+	// or SERIALIZABLE the same statements could fail instead.
+	p["default_transaction_isolation"] = "read committed"
+	p["TimeZone"] = "UTC"
+	if p["application_name"] == "" {
+		p["application_name"] = "lhrelay"
+	}
+	return nil
+}
+
+// checkSession refuses a connection whose synchronous_commit is not what
+// fixSession asked for (an "options=-c …" in the URL could override it).
+func checkSession(ctx context.Context, c *pgx.Conn) error {
+	var sc string
+	if err := c.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sc); err != nil {
+		return fmt.Errorf("read synchronous_commit: %w", err)
+	}
+	if sc != "on" && sc != "remote_apply" {
+		return fmt.Errorf("synchronous_commit is %s on this connection: want on", sc)
+	}
+	return nil
+}
+
+// applyPostgresSchema checks that the database holds a ledger (or none yet,
+// when creating is allowed) and applies schema_postgres.sql, in one
+// transaction serialised by an advisory lock.
+func applyPostgresSchema(ctx context.Context, pool *pgxpool.Pool, mustExist bool) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, schemaLockKey); err != nil {
+		return fmt.Errorf("schema lock: %w", err)
+	}
+	var hasTx, hasVersion bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('tx') IS NOT NULL, to_regclass('schema_version') IS NOT NULL`).Scan(&hasTx, &hasVersion); err != nil {
+		return fmt.Errorf("read tables: %w", err)
+	}
+	if !hasTx && mustExist {
+		return fmt.Errorf("no tx table: %w", ErrNotLedger)
+	}
+	if hasTx {
+		if err := checkPostgresTx(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if hasVersion {
+		var v *int64
+		if err := tx.QueryRow(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil {
+			return fmt.Errorf("read schema_version: %w", err)
+		}
+		if v != nil && *v > SchemaVersion {
+			return fmt.Errorf("schema version %d is newer than this binary's %d: %w", *v, SchemaVersion, ErrNotLedger)
+		}
+	}
+	if _, err := tx.Conn().PgConn().Exec(ctx, schemaPostgresSQL).ReadAll(); err != nil {
+		return fmt.Errorf("apply schema_postgres.sql: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit schema: %w", err)
+	}
+	return nil
+}
+
+// checkPostgresTx refuses a tx table that lacks a SPEC column or whose
+// primary key is not guid alone (ON CONFLICT (guid) needs it).
+func checkPostgresTx(ctx context.Context, tx pgx.Tx) error {
+	cols, err := strings1(ctx, tx, `SELECT attname FROM pg_attribute WHERE attrelid = 'tx'::regclass AND attnum > 0 AND NOT attisdropped`)
+	if err != nil {
+		return fmt.Errorf("read tx columns: %w", err)
+	}
+	var missing []string
+	for _, c := range specColumns {
+		if !slices.Contains(cols, c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("tx table lacks columns %s: %w", strings.Join(missing, ", "), ErrNotLedger)
+	}
+	pk, err := strings1(ctx, tx, `SELECT a.attname FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+WHERE i.indrelid = 'tx'::regclass AND i.indisprimary`)
+	if err != nil {
+		return fmt.Errorf("read tx primary key: %w", err)
+	}
+	if !slices.Equal(pk, []string{"guid"}) {
+		return fmt.Errorf("tx.guid is not the primary key: %w", ErrNotLedger)
+	}
+	return nil
+}
+
+// strings1 reads a one-column text result.
+func strings1(ctx context.Context, tx pgx.Tx, q string) ([]string, error) {
+	rows, err := tx.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// redactURL is the URL without its password, for messages and logs. It
+// works on the text, since a multi-host URL (h1:5432,h2:5432) is not one
+// net/url accepts.
+func redactURL(u string) string {
+	scheme, rest, _ := strings.Cut(u, "://")
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		if user, _, hasPW := strings.Cut(rest[:at], ":"); hasPW {
+			rest = user + ":xxxxx" + rest[at:]
+		}
+	}
+	if base, query, ok := strings.Cut(rest, "?"); ok {
+		parts := strings.Split(query, "&")
+		for i, p := range parts {
+			if strings.HasPrefix(p, "password=") {
+				parts[i] = "password=xxxxx"
+			}
+		}
+		rest = base + "?" + strings.Join(parts, "&")
+	}
+	return scheme + "://" + rest
+}
+
+func (s *pgStore) dialect() *dialect { return postgresDialect }
+
+func (s *pgStore) commits() uint64 { return s.ncommits.Load() }
+
+// errNotSent marks a failure that certainly wrote nothing: no connection
+// could be had, or the driver knows no byte of the statement left
+// (pgconn.SafeToRetry). Any other failure of a statement that had been sent
+// (the connection lost before its answer) leaves its outcome unknown.
+var errNotSent = errors.New("not sent to the database")
+
+// begin registers an operation, unless the store is closed.
+func (s *pgStore) begin() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+func (s *pgStore) do(ctx context.Context, o operation) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if err := s.waitPending(ctx, o.guid); err != nil {
+		return err
+	}
+	return s.runRetrying(ctx, o, s.cfg.retryFor)
+}
+
+// enqueue runs o on a goroutine of its own. Up to cap(slots) outcomes may
+// be on their way at once; past that it waits for room until ctx ends.
+func (s *pgStore) enqueue(ctx context.Context, o operation, then func(error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := s.begin(); err != nil {
+		<-s.slots
+		return err
+	}
+	done := make(chan struct{})
+	s.pmu.Lock()
+	prev := s.pending[o.guid]
+	s.pending[o.guid] = done
+	s.pmu.Unlock()
+	go func() {
+		defer s.inflight.Done()
+		if prev != nil {
+			<-prev
+		}
+		then(s.runRetrying(context.Background(), o, s.cfg.retryLaterFor))
+		s.pmu.Lock()
+		if s.pending[o.guid] == done {
+			delete(s.pending, o.guid)
+		}
+		s.pmu.Unlock()
+		close(done)
+		<-s.slots
+	}()
+	return nil
+}
+
+// waitPending waits for the outcome queued for guid, if any.
+func (s *pgStore) waitPending(ctx context.Context, guid string) error {
+	if guid == "" {
+		return nil
+	}
+	s.pmu.Lock()
+	ch := s.pending[guid]
+	s.pmu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runRetrying runs o, and runs it again for up to bound after a failure
+// that certainly wrote nothing (the database restarting, a connection
+// found dead), or, for a rerunnable operation, after one whose outcome is
+// unknown.
+func (s *pgStore) runRetrying(ctx context.Context, o operation, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	wait := 10 * time.Millisecond
+	rerun := false
+	for {
+		err := s.runOnce(ctx, o, rerun)
+		if err == nil {
+			return nil
+		}
+		notSent := errors.Is(err, errNotSent)
+		if !notSent && !o.rerunnable || errors.Is(err, ErrStateChanged) || isStatementError(err) {
+			return err
+		}
+		rerun = rerun || !notSent
+		left := time.Until(deadline)
+		if left <= 0 {
+			return err
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// isStatementError: the server refused the statement (a constraint, a
+// timeout): its transaction rolled back, and running it again would fail
+// the same way.
+func isStatementError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Severity == "ERROR"
+}
+
+// runOnce runs o's statements on one pooled connection. Waiting for the
+// connection is bounded by ctx; once a statement is sent it runs to its
+// end whatever ctx does (a cancelled statement would leave its outcome
+// unknown), bounded by the statement timeout plus a margin for the network.
+func (s *pgStore) runOnce(ctx context.Context, o operation, rerun bool) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: no connection: %w", errNotSent, err)
+	}
+	defer conn.Release()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.statementTimeout+2*time.Second)
+	defer cancel()
+	return o.run(&pgStmts{ctx: sctx, conn: conn, s: s, again: rerun})
+}
+
+// pgStmts runs each statement as its own transaction (autocommit): a
+// claim's INSERT is committed, with synchronous_commit on, when exec
+// returns, and no lock outlives its statement.
+type pgStmts struct {
+	ctx   context.Context
+	conn  *pgxpool.Conn
+	s     *pgStore
+	again bool
+}
+
+func (t *pgStmts) rerun() bool { return t.again }
+
+func (t *pgStmts) exec(q string, args ...any) (int64, error) {
+	tag, err := t.conn.Exec(t.ctx, dollarPlaceholders(q), args...)
+	if err != nil {
+		return 0, classify(err)
+	}
+	if tag.RowsAffected() > 0 {
+		t.s.ncommits.Add(1)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (t *pgStmts) queryRow(q string, args ...any) scanner {
+	write := !strings.HasPrefix(q, "SELECT")
+	return pgRow{r: t.conn.QueryRow(t.ctx, dollarPlaceholders(q), args...), commit: func() {
+		if write {
+			t.s.ncommits.Add(1)
+		}
+	}}
+}
+
+// classify marks an error that certainly sent nothing.
+func classify(err error) error {
+	if err != nil && pgconn.SafeToRetry(err) {
+		return fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	return err
+}
+
+// pgRow maps pgx.ErrNoRows to errNoRows.
+type pgRow struct {
+	r      pgx.Row
+	commit func() // counts a write that returned its row
+}
+
+func (r pgRow) Scan(dest ...any) error {
+	err := r.r.Scan(dest...)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return errNoRows
+	case err != nil:
+		return classify(err)
+	}
+	if r.commit != nil {
+		r.commit()
+	}
+	return nil
+}
+
+// pgReader runs read queries on the pool, or in one transaction.
+type pgReader struct {
+	q interface {
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	}
+}
+
+func (s *pgStore) read() querier { return pgReader{s.pool} }
+
+// snapshot runs fn in a REPEATABLE READ, read-only transaction: one
+// snapshot for all its queries.
+func (s *pgStore) snapshot(ctx context.Context, fn func(querier) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	return fn(pgReader{tx})
+}
+
+func (r pgReader) query(ctx context.Context, q string, args ...any) (rowSet, error) {
+	return r.q.Query(ctx, dollarPlaceholders(q), args...)
+}
+
+func (r pgReader) queryRow(ctx context.Context, q string, args ...any) scanner {
+	return pgRow{r: r.q.QueryRow(ctx, dollarPlaceholders(q), args...)}
+}
+
+// ping checks that a connection can be had, that the tx table can be
+// read, and that the server accepts writes: after a failover the old
+// primary may come back as a standby.
+func (s *pgStore) ping(ctx context.Context) error {
+	var standby bool
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT pg_is_in_recovery(), (SELECT COUNT(*) FROM (SELECT 1 FROM tx LIMIT 1) t)`).Scan(&standby, &n)
+	if err != nil {
+		return err
+	}
+	if standby {
+		return errors.New("connected to a standby (read-only server): want the primary (target_session_attrs=read-write)")
+	}
+	return nil
+}
+
+// close refuses new operations, waits for those under way (outcomes queued
+// by enqueue included), then closes the pool.
+func (s *pgStore) close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.inflight.Wait()
+	s.pool.Close()
+	return nil
+}
+
+// tryExclusive takes a session advisory lock named after name, on a
+// connection held until release: the lock lasts as long as that session,
+// so a holder that dies (or loses its connection) loses it.
+func (s *pgStore) tryExclusive(ctx context.Context, name string) (release func(), ok bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)
+	}
+	key := "lhrelay:" + name
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, key).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, false, nil
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, key); err != nil {
+			// The lock's fate is unknown: end the session, which ends it.
+			conn.Conn().Close(ctx)
+		}
+		conn.Release()
+	}, true, nil
+}

@@ -1,0 +1,180 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"lhrelay/internal/pgtest"
+)
+
+// The PostgreSQL store's own rules: its session settings, its schema, what
+// it refuses, how it rides out a database restart.
+
+func TestPostgresSessionSettings(t *testing.T) {
+	l := openLedger(t, pgtest.URL(t))
+	ctx := context.Background()
+	// Every pooled connection has them: take several at once.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var sc, lt, st, iso, tz string
+			err := l.st.read().queryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('lock_timeout'),
+current_setting('statement_timeout'), current_setting('transaction_isolation'), current_setting('TimeZone')`).Scan(&sc, &lt, &st, &iso, &tz)
+			assert.Check(t, err)
+			assert.Check(t, is.Equal(sc, "on"))
+			assert.Check(t, is.Equal(lt, "5s"))
+			assert.Check(t, is.Equal(st, "10s"))
+			assert.Check(t, is.Equal(iso, "read committed"))
+			assert.Check(t, is.Equal(tz, "UTC"))
+		}()
+	}
+	wg.Wait()
+}
+
+func TestPostgresRefusesWeakSynchronousCommit(t *testing.T) {
+	for _, u := range []string{
+		pgtest.URL(t) + "&synchronous_commit=off",
+		pgtest.URL(t) + "&synchronous_commit=local",
+	} {
+		_, err := Open(u)
+		assert.ErrorContains(t, err, "synchronous_commit", u)
+	}
+	for u, want := range map[string]string{
+		pgtest.URL(t) + "&synchronous_commit=remote_apply": "remote_apply",
+		// The relay's own setting wins over one slipped into options;
+		// were it not so, checkSession would refuse the connection.
+		pgtest.URL(t) + "&options=-c%20synchronous_commit%3Doff": "on",
+	} {
+		l, err := Open(u)
+		assert.NilError(t, err)
+		var sc string
+		assert.NilError(t, l.st.read().queryRow(context.Background(), `SHOW synchronous_commit`).Scan(&sc))
+		assert.Equal(t, sc, want)
+		assert.NilError(t, l.Close())
+	}
+}
+
+// Relays starting at the same instant on an empty database: the advisory
+// lock serialises the schema, every Open succeeds, one version row.
+func TestPostgresSchemaConcurrentOpens(t *testing.T) {
+	u := pgtest.URL(t)
+	const n = 8
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			l, err := Open(u)
+			if err == nil {
+				err = l.Close()
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range n {
+		assert.NilError(t, <-errs)
+	}
+	l := openLedger(t, u)
+	var versions, maxVersion int
+	assert.NilError(t, raw(t, l).QueryRow(`SELECT COUNT(*), MAX(version) FROM schema_version`, nil, &versions, &maxVersion))
+	assert.Equal(t, versions, 1)
+	assert.Equal(t, maxVersion, SchemaVersion)
+	// Applied once more by hand: nothing changes.
+	raw(t, l).Exec(schemaPostgresSQL)
+	assert.NilError(t, l.Ping(context.Background()))
+}
+
+func TestPostgresOpenExistingRefusesWhatIsNotALedger(t *testing.T) {
+	t.Run("no tx table", func(t *testing.T) {
+		u := pgtest.URL(t)
+		_, err := OpenExisting(u)
+		assert.Check(t, errors.Is(err, ErrNotLedger))
+		assert.ErrorContains(t, err, "no tx table")
+	})
+	t.Run("tx without the columns", func(t *testing.T) {
+		u := pgtest.URL(t)
+		l := openLedger(t, u) // a ledger…
+		db := raw(t, l)
+		db.Exec(`DROP TABLE tx`)
+		db.Exec(`CREATE TABLE tx(guid text PRIMARY KEY, state text)`) // …replaced by something else
+		for _, open := range []func(string, ...Option) (*Ledger, error){Open, OpenExisting} {
+			_, err := open(u)
+			assert.Check(t, errors.Is(err, ErrNotLedger))
+			assert.Check(t, is.ErrorContains(err, "lacks columns tx_code, rsp_code, request, response, attempts, updated_at"))
+		}
+	})
+	t.Run("newer schema version", func(t *testing.T) {
+		u := pgtest.URL(t)
+		l := openLedger(t, u)
+		raw(t, l).Exec(`INSERT INTO schema_version(version) VALUES (?)`, SchemaVersion+1)
+		_, err := OpenExisting(u)
+		assert.Check(t, errors.Is(err, ErrNotLedger))
+		assert.ErrorContains(t, err, "newer")
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		_, err := OpenExisting("postgres://lhrelay:secret@127.0.0.1:1/ledger?connect_timeout=2")
+		assert.ErrorContains(t, err, "ledger: open postgres://lhrelay:xxxxx@127.0.0.1:1/ledger")
+		assert.Check(t, !errors.Is(err, ErrNotLedger))
+		assert.Check(t, !strings.Contains(err.Error(), "secret"), "the password leaked: %v", err)
+	})
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:pw@h/db": "postgres://u:xxxxx@h/db",
+		"postgres://u@h:5432,h2:5432/db?target_session_attrs=read-write": "postgres://u@h:5432,h2:5432/db?target_session_attrs=read-write",
+		"postgresql://u:p@ss@h1,h2/db":                                   "postgresql://u:xxxxx@h1,h2/db",
+		"postgres://h/db?user=u&password=pw&sslmode=require":             "postgres://h/db?user=u&password=xxxxx&sslmode=require",
+	} {
+		assert.Equal(t, redactURL(in), want)
+	}
+}
+
+// TestPostgresRestart: while the database is down, Ping fails (the relay's
+// /readyz is 503) and a claim fails without writing anything; once it is
+// back, the same Ledger serves again by itself, and every claim that
+// reported success is there.
+func TestPostgresRestart(t *testing.T) {
+	ctx := context.Background()
+	l := openLedger(t, pgtest.URL(t), WithRetry(0, 0))
+	before := request(txTransfer, newGUID(), sentAt1, bodyA)
+	seed(t, l, before, StateDone, codeOK)
+
+	pgtest.Stop(t)
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			pgtest.Start(t)
+		}
+	})
+	assert.Check(t, l.Ping(ctx) != nil, "ping while the database is down")
+	down := request(txTransfer, newGUID(), sentAt1, bodyA)
+	_, err := l.Claim(ctx, down)
+	assert.Check(t, err != nil)
+	assert.Check(t, l.Errors()[opClaim] >= 1, "claim errors counted: %v", l.Errors())
+
+	pgtest.Start(t)
+	stopped = false
+	deadline := time.Now().Add(10 * time.Second)
+	for l.Ping(ctx) != nil {
+		assert.Assert(t, time.Now().Before(deadline), "the ledger did not reconnect")
+		time.Sleep(20 * time.Millisecond)
+	}
+	c, err := l.Claim(ctx, request(txTransfer, before.GUID, sentAt2, bodyA))
+	assert.NilError(t, err)
+	assert.Equal(t, c.Outcome, Replay)
+	// The claim that failed wrote nothing (no connection): it is new now.
+	c, err = l.Claim(ctx, down)
+	assert.NilError(t, err)
+	assert.Equal(t, c.Outcome, Owned)
+}

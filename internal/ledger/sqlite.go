@@ -1,0 +1,411 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	// The SQLite driver, registered as "sqlite3".
+	_ "github.com/mattn/go-sqlite3"
+)
+
+//go:embed schema.sql
+var schemaSQL string
+
+// sqliteMagic is the first 16 bytes of every SQLite 3 database file.
+var sqliteMagic = []byte("SQLite format 3\x00")
+
+// sqliteStore is a ledger file: one writer goroutine owning the only write
+// connection (group commit, writer.go) and a pool of read-only connections.
+// See the package doc for its settings.
+type sqliteStore struct {
+	path string
+	cfg  config
+
+	wdb   *sql.DB   // the writer's pool, one connection
+	wconn *sql.Conn // that connection, owned by the writer goroutine
+	rdb   *sql.DB   // read pool (query_only)
+
+	// mu guards closed and the sends on ops: close takes it exclusively,
+	// so no sender is inside a send when ops is closed.
+	mu     sync.RWMutex
+	closed bool
+	ops    chan *op
+
+	writerDone chan struct{}
+	ncommits   atomic.Uint64
+}
+
+func openSQLite(path string, cfg config) (*sqliteStore, string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("ledger: open %s: %w", path, err)
+	}
+	if err := preflight(abs, cfg.mustExist); err != nil {
+		return nil, "", fmt.Errorf("ledger: open %s: %w", path, err)
+	}
+
+	s := &sqliteStore{
+		path:       abs,
+		cfg:        cfg,
+		ops:        make(chan *op, 4*cfg.maxBatch),
+		writerDone: make(chan struct{}),
+	}
+	fail := func(err error) (*sqliteStore, string, error) {
+		if s.wconn != nil {
+			s.wconn.Close()
+		}
+		if s.wdb != nil {
+			s.wdb.Close()
+		}
+		if s.rdb != nil {
+			s.rdb.Close()
+		}
+		return nil, "", fmt.Errorf("ledger: open %s: %w", path, err)
+	}
+
+	mode := "rwc"
+	if cfg.mustExist {
+		mode = "rw"
+	}
+	s.wdb, err = sql.Open("sqlite3", s.dsn(mode, true))
+	if err != nil {
+		return fail(err)
+	}
+	// One connection, kept for the Ledger's life: the writer goroutine is
+	// its only user, so there is nothing to pool.
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetMaxIdleConns(1)
+	s.wdb.SetConnMaxLifetime(0)
+	s.wdb.SetConnMaxIdleTime(0)
+	ctx := context.Background()
+	s.wconn, err = s.wdb.Conn(ctx)
+	if err != nil {
+		return fail(classifyOpenErr(err))
+	}
+	if err := applySchema(ctx, s.wconn, cfg.mustExist); err != nil {
+		return fail(err)
+	}
+
+	s.rdb, err = sql.Open("sqlite3", s.dsn("rw", false))
+	if err != nil {
+		return fail(err)
+	}
+	s.rdb.SetMaxOpenConns(cfg.readConns)
+	s.rdb.SetMaxIdleConns(cfg.readConns)
+	if err := s.rdb.PingContext(ctx); err != nil {
+		return fail(classifyOpenErr(err))
+	}
+
+	go s.writer()
+	return s, abs, nil
+}
+
+// preflight gives a clear error, before SQLite touches anything, for the
+// mistakes an operator makes: a wrong directory, a wrong file, a directory
+// given as the file.
+func preflight(path string, mustExist bool) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("directory %s does not exist (not created)", dir)
+	case err != nil:
+		return err
+	case !st.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+
+	st, err = os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if mustExist {
+			return fmt.Errorf("ledger file missing, not created: %w", os.ErrNotExist)
+		}
+		return nil
+	case err != nil:
+		return err
+	case st.IsDir():
+		return fmt.Errorf("is a directory, not a ledger file: %w", ErrNotLedger)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("not a regular file: %w", ErrNotLedger)
+	case st.Size() == 0:
+		if mustExist {
+			// Opening it would turn it into an empty WAL database.
+			return fmt.Errorf("empty file: %w", ErrNotLedger)
+		}
+		return nil // SQLite treats an empty file as an empty database
+	}
+
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteMagic))
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteMagic) {
+		return fmt.Errorf("not a SQLite database: %w", ErrNotLedger)
+	}
+	return nil
+}
+
+// classifyOpenErr marks SQLite's "file is not a database" as ErrNotLedger.
+func classifyOpenErr(err error) error {
+	if err != nil && strings.Contains(err.Error(), "file is not a database") {
+		return fmt.Errorf("%w: %w", ErrNotLedger, err)
+	}
+	return err
+}
+
+// dsn builds the SQLite URI for the file. The path is escaped so that '%',
+// '?' and '#' in it stay part of the file name; SQLite ignores the driver's
+// _-prefixed parameters and the driver ignores mode.
+func (s *sqliteStore) dsn(mode string, writer bool) string {
+	q := url.Values{}
+	q.Set("mode", mode)
+	q.Set("_busy_timeout", strconv.FormatInt(s.cfg.busyTimeout.Milliseconds(), 10))
+	q.Set("_foreign_keys", "1")
+	q.Set("_stmt_cache_size", "32")
+	if writer {
+		q.Set("_journal_mode", "WAL")
+		q.Set("_synchronous", "FULL")
+		q.Set("_txlock", "immediate")
+	} else {
+		// The read pool cannot write even by mistake.
+		q.Set("_query_only", "1")
+	}
+	p := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(s.path))
+	return "file:" + p + "?" + q.Encode()
+}
+
+// applySchema checks that the file is a ledger (or an empty database, when
+// creating is allowed) and applies schema.sql, in one BEGIN IMMEDIATE
+// transaction so that two processes starting at once serialise.
+func applySchema(ctx context.Context, c *sql.Conn, mustExist bool) (err error) {
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return classifyOpenErr(fmt.Errorf("begin: %w", err))
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+
+	tables, err := userTables(ctx, tx)
+	if err != nil {
+		return classifyOpenErr(err)
+	}
+	if _, ok := tables["tx"]; !ok {
+		if mustExist {
+			return fmt.Errorf("no tx table: %w", ErrNotLedger)
+		}
+		if len(tables) > 0 {
+			names := make([]string, 0, len(tables))
+			for n := range tables {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return fmt.Errorf("SQLite database with tables %s but no tx table: %w",
+				strings.Join(names, ", "), ErrNotLedger)
+		}
+	} else if err := checkTxTable(ctx, tx); err != nil {
+		return err
+	}
+	if _, ok := tables["schema_version"]; ok {
+		var v sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil {
+			return fmt.Errorf("read schema_version: %w", err)
+		}
+		if v.Int64 > SchemaVersion {
+			return fmt.Errorf("schema version %d is newer than this binary's %d: %w",
+				v.Int64, SchemaVersion, ErrNotLedger)
+		}
+	}
+
+	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+		return fmt.Errorf("apply schema.sql: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit schema: %w", err)
+	}
+	return nil
+}
+
+func userTables(ctx context.Context, tx *sql.Tx) (map[string]struct{}, error) {
+	rows, err := tx.QueryContext(ctx,
+		`SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
+	if err != nil {
+		return nil, fmt.Errorf("read tables: %w", err)
+	}
+	defer rows.Close()
+	tables := map[string]struct{}{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("read tables: %w", err)
+		}
+		tables[n] = struct{}{}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read tables: %w", err)
+	}
+	return tables, nil
+}
+
+// checkTxTable refuses a tx table that lacks a SPEC column or whose guid is
+// not the primary key (ON CONFLICT(guid) needs it).
+func checkTxTable(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT name, pk FROM pragma_table_info('tx')`)
+	if err != nil {
+		return fmt.Errorf("read tx columns: %w", err)
+	}
+	defer rows.Close()
+	cols := map[string]int{}
+	for rows.Next() {
+		var n string
+		var pk int
+		if err := rows.Scan(&n, &pk); err != nil {
+			return fmt.Errorf("read tx columns: %w", err)
+		}
+		cols[strings.ToLower(n)] = pk
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read tx columns: %w", err)
+	}
+	var missing []string
+	for _, c := range specColumns {
+		if _, ok := cols[c]; !ok {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("tx table lacks columns %s: %w", strings.Join(missing, ", "), ErrNotLedger)
+	}
+	if cols["guid"] != 1 {
+		return fmt.Errorf("tx.guid is not the primary key: %w", ErrNotLedger)
+	}
+	return nil
+}
+
+func (s *sqliteStore) dialect() *dialect { return sqliteDialect }
+
+func (s *sqliteStore) commits() uint64 { return s.ncommits.Load() }
+
+// ping reads on the read pool and makes a round trip through the writer,
+// which must get the write lock (BEGIN IMMEDIATE) within the busy timeout.
+// It writes nothing, so its COMMIT needs no fsync.
+func (s *sqliteStore) ping(ctx context.Context) error {
+	var n int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM tx LIMIT 1)`).Scan(&n); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	err := s.do(ctx, operation{run: func(tx stmts) error {
+		return tx.queryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM tx LIMIT 1)`).Scan(&n)
+	}})
+	if err != nil {
+		return fmt.Errorf("write path: %w", err)
+	}
+	return nil
+}
+
+// close stops accepting operations, lets the writer finish every operation
+// already queued, then closes the connections.
+func (s *sqliteStore) close() error {
+	s.mu.Lock()
+	s.closed = true
+	close(s.ops)
+	s.mu.Unlock()
+	<-s.writerDone
+
+	var errs []error
+	if err := s.wconn.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.wdb.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.rdb.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// sqliteTx runs an operation's statements in the writer's transaction.
+type sqliteTx struct{ tx *sql.Tx }
+
+func (t sqliteTx) exec(q string, args ...any) (int64, error) {
+	res, err := t.tx.Exec(q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t sqliteTx) queryRow(q string, args ...any) scanner {
+	return sqliteRow{t.tx.QueryRow(q, args...)}
+}
+
+// rerun: the writer never runs an operation again after an unknown
+// outcome (SQLite reports every failure of its own file).
+func (t sqliteTx) rerun() bool { return false }
+
+// sqliteRow maps sql.ErrNoRows to errNoRows.
+type sqliteRow struct{ r *sql.Row }
+
+func (r sqliteRow) Scan(dest ...any) error {
+	err := r.r.Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errNoRows
+	}
+	return err
+}
+
+// sqliteReader runs queries on the read pool, or in one read transaction.
+type sqliteReader struct {
+	q interface {
+		QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+		QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+	}
+}
+
+func (s *sqliteStore) read() querier { return sqliteReader{s.rdb} }
+
+// snapshot: a read transaction gives the queries one consistent snapshot
+// (WAL).
+func (s *sqliteStore) snapshot(ctx context.Context, fn func(querier) error) error {
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(sqliteReader{tx})
+}
+
+func (r sqliteReader) query(ctx context.Context, q string, args ...any) (rowSet, error) {
+	rows, err := r.q.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqliteRows{rows}, nil
+}
+
+func (r sqliteReader) queryRow(ctx context.Context, q string, args ...any) scanner {
+	return sqliteRow{r.q.QueryRowContext(ctx, q, args...)}
+}
+
+type sqliteRows struct{ *sql.Rows }
+
+func (r sqliteRows) Close() { r.Rows.Close() }

@@ -1,0 +1,198 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A store is where the rows live: a SQLite file (sqliteStore) or a
+// PostgreSQL database (pgStore). The Ledger's state machine (claim.go) and
+// its reads (read.go) are written once, against this interface, in SQL that
+// both dialects accept ('?' placeholders, CURRENT_TIMESTAMP); what differs
+// between the two (how statements reach the database, how commits are
+// grouped, how connections are pooled, how time is stored) is the store's.
+type store interface {
+	// do runs one operation of the state machine and returns once its
+	// write (if any) is committed, or has failed. Operations on one GUID
+	// run in the order they were issued, including those queued by
+	// enqueue: a claim issued after an outcome was queued sees that
+	// outcome. What a cancelled ctx means is the store's (see the package
+	// doc); it never leaves a half-run operation.
+	do(ctx context.Context, o operation) error
+	// enqueue queues o and returns; then gets its result once it has
+	// committed or failed. ctx bounds only the wait for room. On error
+	// nothing was queued and then is never called.
+	enqueue(ctx context.Context, o operation, then func(error)) error
+	// read is for queries outside any write: each runs on its own.
+	read() querier
+	// snapshot runs fn's queries in one consistent read snapshot.
+	snapshot(ctx context.Context, fn func(querier) error) error
+	dialect() *dialect
+	// ping checks that reads and writes can reach the database.
+	ping(ctx context.Context) error
+	// commits counts the store's committed write transactions.
+	commits() uint64
+	// close waits for every queued operation, then closes the connections.
+	close() error
+	// tryExclusive is Ledger.TryExclusive.
+	tryExclusive(ctx context.Context, name string) (release func(), ok bool, err error)
+}
+
+// An operation is one step of the state machine for a store to run.
+type operation struct {
+	guid string // the row it works on; "" for none (purge, ping)
+	run  opFunc
+	// rerunnable: run may run again after a failure whose outcome is
+	// unknown (the connection was lost once the statement had been sent),
+	// because it finds out itself whether its first run wrote
+	// (stmts.rerun). Only transitions are: a claim run again would find
+	// its own row and take it for somebody else's.
+	rerunnable bool
+}
+
+// An opFunc is one operation of the state machine: its statements, run in
+// order through s. Every operation makes at most one write, as its last
+// statement, so running it again after a failure that wrote nothing is
+// safe; it stores its result in variables its caller's closure captured.
+type opFunc func(s stmts) error
+
+// stmts runs one write operation's statements, written with '?'
+// placeholders.
+type stmts interface {
+	// exec runs a statement and returns the number of rows it affected.
+	exec(q string, args ...any) (int64, error)
+	// queryRow runs a statement that returns at most one row; a missing
+	// row is errNoRows from Scan.
+	queryRow(q string, args ...any) scanner
+	// rerun reports whether an earlier run of this operation failed after
+	// its statement was sent: its write may have landed.
+	rerun() bool
+}
+
+// querier runs read queries.
+type querier interface {
+	query(ctx context.Context, q string, args ...any) (rowSet, error)
+	queryRow(ctx context.Context, q string, args ...any) scanner
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// rowSet is the part of *sql.Rows and pgx.Rows the reads use.
+type rowSet interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// The nullable column types the shared code scans into; both drivers fill
+// a database/sql Scanner.
+type (
+	nullString = sql.NullString
+	nullInt    = sql.NullInt64
+)
+
+// errNoRows is what both stores' scanners return for a missing row.
+var errNoRows = errors.New("no rows in result set")
+
+// A dialect is what the shared SQL needs to know about a store: how
+// placeholders are spelt and how a point in time is compared with
+// updated_at (SQLite: text at whole seconds; PostgreSQL: timestamptz).
+type dialect struct {
+	name string
+	// rebind turns '?' placeholders into the store's own.
+	rebind func(q string) string
+	// timeArg is a Row's UpdatedAt as a query argument (Scan's cursor).
+	timeArg func(t time.Time) any
+	// atOrBefore is the condition and argument for "updated_at at or
+	// before t, at whole seconds" (Filter.UpdatedBefore).
+	atOrBefore func(t time.Time) (string, any)
+	// before is the same for "strictly before t, at whole seconds"
+	// (PurgeDone).
+	before func(t time.Time) (string, any)
+	// skipLocked ends a sub-select of rows to delete: with several
+	// processes purging one database, each takes rows nobody else holds.
+	skipLocked string
+}
+
+var sqliteDialect = &dialect{
+	name:       "sqlite",
+	rebind:     func(q string) string { return q },
+	timeArg:    func(t time.Time) any { return formatTime(t) },
+	atOrBefore: func(t time.Time) (string, any) { return "updated_at <= ?", formatTime(t) },
+	before:     func(t time.Time) (string, any) { return "updated_at < ?", formatTime(t) },
+}
+
+// PostgreSQL keeps microseconds; "at or before t at whole seconds" is
+// "before the second after t's", which stays a range of the index.
+var postgresDialect = &dialect{
+	name:    "postgres",
+	rebind:  dollarPlaceholders,
+	timeArg: func(t time.Time) any { return t },
+	atOrBefore: func(t time.Time) (string, any) {
+		return "updated_at < ?", t.Truncate(time.Second).Add(time.Second)
+	},
+	before:     func(t time.Time) (string, any) { return "updated_at < ?", t.Truncate(time.Second) },
+	skipLocked: " FOR UPDATE SKIP LOCKED",
+}
+
+// dollarPlaceholders numbers the '?' of q as $1, $2, …; the statements of
+// this package hold no '?' inside a literal.
+func dollarPlaceholders(q string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// dbTime scans updated_at from either store: SQLite's text, PostgreSQL's
+// timestamptz, or NULL (the zero time).
+type dbTime struct{ t time.Time }
+
+func (d *dbTime) Scan(v any) error {
+	switch v := v.(type) {
+	case nil:
+		d.t = time.Time{}
+	case time.Time:
+		d.t = v.UTC()
+	case string:
+		return d.parse(v)
+	case []byte:
+		return d.parse(string(v))
+	default:
+		return fmt.Errorf("updated_at: cannot scan %T", v)
+	}
+	return nil
+}
+
+func (d *dbTime) parse(s string) error {
+	if s == "" {
+		d.t = time.Time{}
+		return nil
+	}
+	t, err := time.ParseInLocation(timeLayout, s, time.UTC)
+	if err != nil {
+		return fmt.Errorf("bad updated_at %q: %w", s, err)
+	}
+	d.t = t
+	return nil
+}
+
+// IsURL reports whether a --db value names a PostgreSQL database
+// (postgres:// or postgresql://) rather than a SQLite file.
+func IsURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
