@@ -2,9 +2,7 @@ package batch
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,30 +11,36 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/pgtest"
 	"lhrelay/internal/wire"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var guidSeq atomic.Uint64
 
 func newGUID() string { return fmt.Sprintf("%016x%016x", uint64(0xba7c4), guidSeq.Add(1)) }
 
-// testLedger is a ledger file in t.TempDir() with helpers to put rows into
-// any state and age.
+// testLedger is a fresh ledger with helpers to put rows into any state and
+// age.
 type testLedger struct {
 	t    *testing.T
 	path string
 	l    *ledger.Ledger
-	raw  *sql.DB
+	raw  *ledgertest.Raw
 }
 
-func newTestLedger(t *testing.T) *testLedger {
-	path := filepath.Join(t.TempDir(), "relay.db")
-	l, err := ledger.Open(path)
+// eachStore runs fn as a subtest on a fresh ledger of each store.
+func eachStore(t *testing.T, fn func(t *testing.T, tl *testLedger)) {
+	ledgertest.Run(t, func(t *testing.T, db string) { fn(t, newTestLedger(t, db)) })
+}
+
+func newTestLedger(t *testing.T, db string) *testLedger {
+	l, err := ledger.Open(db)
 	assert.NilError(t, err)
-	raw, err := sql.Open("sqlite3", "file:"+path+"?mode=rw&_busy_timeout=10000")
-	assert.NilError(t, err)
-	t.Cleanup(func() { raw.Close(); l.Close() })
-	return &testLedger{t: t, path: path, l: l, raw: raw}
+	t.Cleanup(func() { l.Close() })
+	return &testLedger{t: t, path: db, l: l, raw: ledgertest.Open(t, db)}
 }
 
 // transferFrame builds a BKTR0001 request frame for guid.
@@ -77,19 +81,13 @@ func (tl *testLedger) seedFrame(h generated.Header, frame []byte, state ledger.S
 	tl.age(guid, age)
 }
 
-// age sets a row's updated_at to age ago, as SQLite's datetime('now') text.
+// age sets a row's updated_at to age ago.
 func (tl *testLedger) age(guid string, age time.Duration) {
-	at := time.Now().Add(-age).UTC().Format("2006-01-02 15:04:05")
-	res, err := tl.raw.Exec(`UPDATE tx SET updated_at = ? WHERE guid = ?`, at, guid)
-	assert.NilError(tl.t, err)
-	n, err := res.RowsAffected()
-	assert.NilError(tl.t, err)
-	assert.Equal(tl.t, n, int64(1))
+	tl.raw.SetUpdatedAt(guid, time.Now().Add(-age))
 }
 
 func (tl *testLedger) setAttempts(guid string, n int) {
-	_, err := tl.raw.Exec(`UPDATE tx SET attempts = ? WHERE guid = ?`, n, guid)
-	assert.NilError(tl.t, err)
+	tl.raw.Exec(`UPDATE tx SET attempts = ? WHERE guid = ?`, n, guid)
 }
 
 func (tl *testLedger) row(guid string) ledger.Row {

@@ -18,7 +18,10 @@ import (
 const day = 24 * time.Hour
 
 func TestPurgeDeletesOnlyOldDoneRows(t *testing.T) {
-	tl := newTestLedger(t)
+	eachStore(t, testPurgeDeletesOnlyOldDoneRows)
+}
+
+func testPurgeDeletesOnlyOldDoneRows(t *testing.T, tl *testLedger) {
 	oldDone := tl.seed(ledger.StateDone, generated.RspHTTP200, 31*day)
 	oldRejected := tl.seed(ledger.StateDone, generated.RspInsufficientFunds, 40*day)
 	youngDone := tl.seed(ledger.StateDone, generated.RspHTTP200, 29*day)
@@ -28,9 +31,8 @@ func TestPurgeDeletesOnlyOldDoneRows(t *testing.T) {
 		tl.seed(ledger.StateFailed, generated.RspConnectFail, 400*day),
 		tl.seed(ledger.StateSent, "", 400*day),
 	}
-	_, err := tl.raw.Exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
-		VALUES ('ffffffffffffffffffffffffffffffff', 'BKTR0001', 'RECEIVED', '', x'00', NULL, 1, datetime('now', '-400 days'))`)
-	assert.NilError(t, err)
+	tl.raw.Exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
+		VALUES ('ffffffffffffffffffffffffffffffff', 'BKTR0001', 'RECEIVED', '', ?, NULL, 1, ?)`, []byte{0}, tl.raw.Time(time.Now().Add(-400*day)))
 	keep = append(keep, "ffffffffffffffffffffffffffffffff", youngDone)
 
 	var out bytes.Buffer

@@ -77,7 +77,10 @@ func closedCore(t *testing.T) *corecall.Client {
 }
 
 func TestResolveSelectionAndOutcomes(t *testing.T) {
-	tl := newTestLedger(t)
+	eachStore(t, testResolveSelectionAndOutcomes)
+}
+
+func testResolveSelectionAndOutcomes(t *testing.T, tl *testLedger) {
 	c := newCore(t)
 	posted := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 2*time.Minute)
 	neverPosted := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 2*time.Minute)
@@ -120,7 +123,10 @@ func TestResolveSelectionAndOutcomes(t *testing.T) {
 }
 
 func TestResolveMinAgeBoundary(t *testing.T) {
-	tl := newTestLedger(t)
+	eachStore(t, testResolveMinAgeBoundary)
+}
+
+func testResolveMinAgeBoundary(t *testing.T, tl *testLedger) {
 	c := newCore(t)
 	older := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 62*time.Second)
 	younger := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 58*time.Second)
@@ -132,7 +138,10 @@ func TestResolveMinAgeBoundary(t *testing.T) {
 }
 
 func TestResolveStaleSentOff(t *testing.T) {
-	tl := newTestLedger(t)
+	eachStore(t, testResolveStaleSentOff)
+}
+
+func testResolveStaleSentOff(t *testing.T, tl *testLedger) {
 	c := newCore(t)
 	sent := tl.seed(ledger.StateSent, "", 24*time.Hour)
 	s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: 0, StaleSent: 0, Now: time.Now()})
@@ -142,7 +151,10 @@ func TestResolveStaleSentOff(t *testing.T) {
 }
 
 func TestResolveLeavesRowsWhenCoreUnreachable(t *testing.T) {
-	tl := newTestLedger(t)
+	eachStore(t, testResolveLeavesRowsWhenCoreUnreachable)
+}
+
+func testResolveLeavesRowsWhenCoreUnreachable(t *testing.T, tl *testLedger) {
 	g := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
 	before := tl.row(g)
 	s, err := Resolve(context.Background(), tl.l, closedCore(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
@@ -161,7 +173,10 @@ func TestResolveLeavesRowsWhenCoreUnreachable(t *testing.T) {
 }
 
 func TestReprocessSelection(t *testing.T) {
-	tl := newTestLedger(t)
+	eachStore(t, testReprocessSelection)
+}
+
+func testReprocessSelection(t *testing.T, tl *testLedger) {
 	c := newCore(t)
 	resend := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
 	atLimit := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
@@ -207,7 +222,10 @@ func TestReprocessSelection(t *testing.T) {
 // untouched, exits with ErrCoreUnreachable and says exactly that. Rows that
 // have run out of attempts are counted so that someone decides about them.
 func TestReprocessStopsAtAnUnreachableCore(t *testing.T) {
-	tl := newTestLedger(t)
+	eachStore(t, testReprocessStopsAtAnUnreachableCore)
+}
+
+func testReprocessStopsAtAnUnreachableCore(t *testing.T, tl *testLedger) {
 	const rows = 300 // more than one ledger.Scan page
 	guids := make([]string, rows)
 	for i := range guids {
@@ -245,7 +263,10 @@ func TestReprocessStopsAtAnUnreachableCore(t *testing.T) {
 // TestReprocessCountsExhaustedRows: a row whose resend fails again on its
 // last attempt is counted exhausted in the same run.
 func TestReprocessCountsExhaustedRows(t *testing.T) {
-	tl := newTestLedger(t)
+	eachStore(t, testReprocessCountsExhaustedRows)
+}
+
+func testReprocessCountsExhaustedRows(t *testing.T, tl *testLedger) {
 	g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
 	tl.setAttempts(g, 4)
 	s, err := Reprocess(context.Background(), tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
@@ -261,7 +282,10 @@ func TestReprocessCountsExhaustedRows(t *testing.T) {
 }
 
 func TestReprocessSkipsRowTakenByRelay(t *testing.T) {
-	tl := newTestLedger(t)
+	eachStore(t, testReprocessSkipsRowTakenByRelay)
+}
+
+func testReprocessSkipsRowTakenByRelay(t *testing.T, tl *testLedger) {
 	c := newCore(t)
 	g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
 	// The channel retried first: the relay re-claimed the row.
@@ -284,7 +308,10 @@ func TestReprocessSkipsRowTakenByRelay(t *testing.T) {
 // before; a row of a TX_CODE this binary does not know is left unchanged
 // and counted, never guessed at.
 func TestResolveByEachTransactionsOwnRule(t *testing.T) {
-	tl := newTestLedger(t)
+	eachStore(t, testResolveByEachTransactionsOwnRule)
+}
+
+func testResolveByEachTransactionsOwnRule(t *testing.T, tl *testLedger) {
 	var calls []string
 	var mu sync.Mutex
 	sim := coresim.New(coresim.Config{})
