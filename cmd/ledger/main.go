@@ -4,14 +4,23 @@
 //	ledger list  --db PATH [--state S] [--older-than SECONDS] [--limit N] [--json]
 //	ledger stats --db PATH [--json]
 //	ledger backup --db PATH --to FILE
+//	ledger copy  --from PATH|URL --to PATH|URL
 //
 // show decodes the stored request and response frames through the generated
 // layouts; list selects rows by state and age; stats counts rows by state and
 // response code and names the oldest UNKNOWN and SENT rows, the ones an
 // operator must settle. backup writes an online, consistent copy of a live
-// ledger (SQLite's backup API) to a new file while relays keep writing; for
-// a PostgreSQL ledger, pg_dump is the tool. Exit status: 0 on success, 1 when a GUID is not found,
-// 2 for bad arguments or a missing or unusable database.
+// SQLite ledger (SQLite's backup API) to a new file while relays keep
+// writing; for a PostgreSQL ledger, pg_dump is the tool. copy moves an
+// installation from one host's SQLite file to a PostgreSQL ledger shared by
+// several relays (or back): it copies every row as it is, never overwrites
+// a GUID the target already holds, and may be run again; stop the relays
+// writing to --from first.
+//
+// --db (and --from, --to) takes a SQLite file path or a postgres:// URL.
+// Exit status: 0 on success, 1 when a GUID is not found, a backup failed or
+// copy found conflicting rows, 2 for bad arguments or a missing or unusable
+// database.
 package main
 
 import (
@@ -35,7 +44,10 @@ const usage = `usage:
   ledger show  --db PATH [--json] GUID
   ledger list  --db PATH [--state S] [--older-than SECONDS] [--limit N] [--json]
   ledger stats --db PATH [--json]
-  ledger backup --db PATH --to FILE`
+  ledger backup --db PATH --to FILE
+  ledger copy  --from PATH|URL --to PATH|URL
+
+--db, --from and --to take a SQLite file path or a postgres:// URL.`
 
 // exitError carries the exit status with the one-line message.
 type exitError struct {
@@ -71,14 +83,17 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(out, usage)
 		if len(args) == 0 {
-			return usageErr("missing command (show, list, stats or backup)")
+			return usageErr("missing command (show, list, stats, backup or copy)")
 		}
 		return nil
 	}
 	cmd, args := args[0], args[1:]
+	if cmd == "copy" {
+		return runCopy(ctx, args, out)
+	}
 	fs := flag.NewFlagSet("ledger "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	db := fs.String("db", "", "ledger file (required)")
+	db := fs.String("db", "", "ledger: SQLite file or postgres:// URL (required)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	var state string
 	var olderThan time.Duration
@@ -93,7 +108,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 		cliflag.SecondsVar(fs, &olderThan, "older-than", 0, "only rows last updated at least this many seconds ago")
 		fs.IntVar(&limit, "limit", 1000, "at most this many rows (0: all)")
 	default:
-		return usageErr("unknown command %q (want show, list, stats or backup)", cmd)
+		return usageErr("unknown command %q (want show, list, stats, backup or copy)", cmd)
 	}
 	args, err := cliflag.Read(fs, args, cliflag.Usage{Out: out, Text: usage + "\n\nflags of " + cmd + ":\n"})
 	if errors.Is(err, flag.ErrHelp) {
@@ -138,7 +153,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	case "show":
 		row, err := l.Get(ctx, args[0])
 		if errors.Is(err, ledger.ErrNotFound) {
-			return &exitError{1, fmt.Errorf("show: no row for GUID %s in %s", args[0], *db)}
+			return &exitError{1, fmt.Errorf("show: no row for GUID %s in %s", args[0], l.Path())}
 		}
 		if err != nil {
 			return &exitError{2, err}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -116,15 +115,8 @@ func TestListAndStats(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	db := prepare(t)
-	code := func(err error) int {
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return ee.code
-		}
-		return -1
-	}
 	_, err := runOut(t, "show", "--db", db, "ffffffffffffffffffffffffffffffff")
-	assert.Equal(t, code(err), 1)
+	assert.Equal(t, exitCode(err), 1)
 	assert.ErrorContains(t, err, "no row for GUID")
 
 	for _, args := range [][]string{
@@ -137,13 +129,13 @@ func TestErrors(t *testing.T) {
 		{"show", "--db", filepath.Join(t.TempDir(), "missing", "relay.db"), guidDone},
 	} {
 		_, err := runOut(t, args...)
-		assert.Equal(t, code(err), 2, "%v: %v", args, err)
+		assert.Equal(t, exitCode(err), 2, "%v: %v", args, err)
 	}
 
 	notLedger := filepath.Join(t.TempDir(), "notes.txt")
 	assert.NilError(t, os.WriteFile(notLedger, []byte("not a database"), 0o644))
 	_, err = runOut(t, "stats", "--db", notLedger)
-	assert.Equal(t, code(err), 2)
+	assert.Equal(t, exitCode(err), 2)
 }
 
 // TestListManyPages: list prints what it reads page by page (the ledger

@@ -1,8 +1,13 @@
 // Command relay serves LH-STD channels (SPEC §1, §5): every valid request
-// frame becomes exactly one JSON call to the core, recorded in the SQLite
-// ledger (SPEC §6), and is answered with one standard response code.
+// frame becomes exactly one JSON call to the core, recorded in the ledger
+// (SPEC §6), and is answered with one standard response code.
 //
-//	relay [--port P] [--listen ADDR] [--core URL] [--timeout SECONDS] [--db PATH] [options]
+//	relay [--port P] [--listen ADDR] [--core URL] [--timeout SECONDS] [--db PATH|URL] [options]
+//
+// --db is a SQLite file (default relay.db, created if missing) or a
+// postgres:// (postgresql://) URL: several relays on several hosts then
+// share one ledger (SPEC §6a), e.g.
+// postgres://lhrelay@db1:5432,db2:5432/ledger?target_session_attrs=read-write.
 //
 // --listen is a host (combined with --port) or a host:port (then --port must
 // not be given): --listen 0.0.0.0 --port 9200 and --listen 0.0.0.0:9200 are
@@ -121,7 +126,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	cliflag.SecondsVar(fs, &o.frameTimeout, "frame-timeout", relay.DefaultFrameTimeout, "`seconds` a started frame has to arrive whole (else the connection is dropped); also bounds writing an answer")
 	cliflag.SecondsVar(fs, &o.idleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "`seconds` a connection may wait between frames before it is closed")
 	fs.IntVar(&o.maxConns, "max-conns", relay.DefaultMaxConns, "most channel connections open at once; one more is closed at once, unread")
-	fs.StringVar(&o.db, "db", "relay.db", "SQLite ledger `file`, created if missing")
+	fs.StringVar(&o.db, "db", "relay.db", "the ledger: a SQLite `file`, created if missing, or a postgres:// URL of a ledger shared by several relays")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`host:port` serving /metrics, /healthz and /readyz over HTTP (default off), e.g. 127.0.0.1:9300")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	o.links.addFlags(fs)
@@ -280,6 +285,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"port", port,
 		"core", o.core,
 		"db", led.Path(),
+		"ledger", led.Store(),
 		"timeout", cliflag.FormatSeconds(o.timeout)+"s",
 		"connect_timeout", cliflag.FormatSeconds(min(o.connectTimeout, o.timeout))+"s",
 		"frame_timeout", cliflag.FormatSeconds(o.frameTimeout)+"s",

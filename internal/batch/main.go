@@ -36,7 +36,7 @@ type Command struct {
 func NewCommand(name string) *Command {
 	c := &Command{Name: name, Flags: flag.NewFlagSet(name, flag.ContinueOnError)}
 	c.Flags.SetOutput(io.Discard)
-	c.Flags.StringVar(&c.DB, "db", "", "ledger file (required; no default)")
+	c.Flags.StringVar(&c.DB, "db", "", "ledger: SQLite file, or postgres:// URL of a shared ledger (required; no default)")
 	c.Flags.StringVar(&c.MetricsFile, "metrics-file", "", "write the run's outcome counts here in Prometheus text format (for a textfile collector)")
 	c.Flags.BoolVar(&c.Verbose, "v", false, "log every row handled on stderr")
 	return c
@@ -77,8 +77,9 @@ func (c *Command) Parse(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// Open opens the existing ledger named by --db; a missing file or directory,
-// or a file that is not a ledger, is a usage error (exit status 2).
+// Open opens the existing ledger named by --db (a SQLite file or a
+// PostgreSQL URL); a missing file or directory, an unreachable database,
+// or one that is not a ledger, is a usage error (exit status 2).
 func (c *Command) Open() (*ledger.Ledger, error) {
 	l, err := ledger.OpenExisting(c.DB)
 	if err != nil {

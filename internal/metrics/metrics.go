@@ -208,7 +208,9 @@ var (
 	oldestUnknownDesc = prometheus.NewDesc("lhrelay_ledger_oldest_unknown_age_seconds",
 		"Age of the oldest UNKNOWN row (0 when there is none): alert when resolve is not keeping up.", nil, nil)
 	commitsDesc = prometheus.NewDesc("lhrelay_ledger_commits_total",
-		"Ledger commits (fsyncs) by this process; shared by the transactions grouped into them.", nil, nil)
+		"Ledger commits by this process: SQLite group commits (one fsync each, shared by the transactions grouped into them), PostgreSQL write transactions.", nil, nil)
+	errorsDesc = prometheus.NewDesc("lhrelay_ledger_errors_total",
+		"Ledger operations of this process that failed (the database unreachable, a lost connection, a timeout), by operation; refusals by the state machine are not errors.", []string{"op"}, nil)
 )
 
 // ledgerCollector reads the ledger's counts at each scrape.
@@ -218,10 +220,14 @@ func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rowsDesc
 	ch <- oldestUnknownDesc
 	ch <- commitsDesc
+	ch <- errorsDesc
 }
 
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(c.l.Commits()))
+	for i, n := range c.l.Errors() {
+		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(n), ledger.ErrorOps[i])
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	st, err := c.l.Stats(ctx)

@@ -1,0 +1,63 @@
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestLedgerDown: while the shared ledger's database is down, /readyz is
+// 503 and the failed claims are counted in lhrelay_ledger_errors_total;
+// once it is back, /readyz is 200 again without a restart of the relay.
+func TestLedgerDown(t *testing.T) {
+	led, err := ledger.Open(pgtest.URL(t), ledger.WithRetry(0, 0))
+	assert.NilError(t, err)
+	defer led.Close()
+	m := New()
+	m.WatchLedger(led)
+	h := m.Handler(led.Ping)
+	status, _ := get(t, h, "/readyz")
+	assert.Equal(t, status, http.StatusOK)
+
+	pgtest.Stop(t)
+	up := false
+	defer func() {
+		if !up {
+			pgtest.Start(t)
+		}
+	}()
+	f, err := generated.AppendFrame(nil, &generated.Header{TxCode: "BKTR0001", GUID: strings.Repeat("0", 31) + "1", Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"},
+		&generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1, Memo: "m"})
+	assert.NilError(t, err)
+	for range 2 {
+		_, err = led.Claim(context.Background(), ledger.Request{GUID: strings.Repeat("0", 31) + "1", TxCode: "BKTR0001", Frame: f, Body: f[generated.HeaderLen:]})
+		assert.Check(t, err != nil)
+	}
+	status, body := get(t, h, "/readyz")
+	assert.Equal(t, status, http.StatusServiceUnavailable, body)
+	_, body = get(t, h, "/metrics")
+	assert.Check(t, is.Contains(body, `lhrelay_ledger_errors_total{op="claim"} 2`+"\n"))
+
+	pgtest.Start(t)
+	up = true
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, body = get(t, h, "/readyz")
+		if status == http.StatusOK {
+			break
+		}
+		assert.Assert(t, time.Now().Before(deadline), "still not ready: %s", body)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
