@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +21,8 @@ import (
 	"lhrelay/internal/channel"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/pgtest"
 	"lhrelay/internal/testutil"
 )
 
@@ -35,15 +36,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Run(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
 }
 
-// binaries builds cmd/relay, cmd/coresim and cmd/resolve once per test run
-// and returns the first two's paths (resolveBin gives the third). It skips
+// binaries builds cmd/relay, cmd/coresim, cmd/resolve and cmd/reprocess
+// once per test run and returns the first two's paths (binPath gives the
+// others). It skips
 // the test in -short mode.
 func binaries(t *testing.T) (relayBin, coresimBin string) {
 	t.Helper()
@@ -56,7 +58,7 @@ func binaries(t *testing.T) (relayBin, coresimBin string) {
 			return
 		}
 		args := append([]string{"build"}, buildFlags...)
-		args = append(args, "-o", binDir+string(filepath.Separator), "lhrelay/cmd/relay", "lhrelay/cmd/coresim", "lhrelay/cmd/resolve")
+		args = append(args, "-o", binDir+string(filepath.Separator), "lhrelay/cmd/relay", "lhrelay/cmd/coresim", "lhrelay/cmd/resolve", "lhrelay/cmd/reprocess")
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -286,25 +288,21 @@ func row(t *testing.T, db, guid string) ledger.Row {
 	return r
 }
 
-// ageRow sets a row's updated_at back by age with a raw UPDATE on the file
-// (tests only): updated_at has whole seconds, and this beats waiting for a
-// row to become stale.
+// ageRow sets a row's updated_at back by age with a raw UPDATE on the
+// ledger (tests only): this beats waiting for a row to become stale.
 func ageRow(t *testing.T, db, guid string, state ledger.State, age time.Duration) {
 	t.Helper()
-	conn, err := sql.Open("sqlite3", "file:"+db+"?_busy_timeout=10000")
-	assert.NilError(t, err)
-	defer conn.Close()
-	res, err := conn.Exec(`UPDATE tx SET updated_at = datetime('now', ?) WHERE guid = ? AND state = ?`,
-		fmt.Sprintf("-%d seconds", int(age.Seconds())), guid, string(state))
-	assert.NilError(t, err)
-	n, err := res.RowsAffected()
-	assert.NilError(t, err)
+	raw := ledgertest.Open(t, db)
+	n := raw.Exec(`UPDATE tx SET updated_at = ? WHERE guid = ? AND state = ?`, raw.Time(time.Now().Add(-age)), guid, string(state))
 	assert.Equal(t, n, int64(1), "row %s not in state %s", guid, state)
 }
 
 // resolveBin is the path of the resolve binary that binaries built.
-func resolveBin(t *testing.T) string {
+func resolveBin(t *testing.T) string { return binPath(t, "resolve") }
+
+// binPath is the path of a binary that binaries built.
+func binPath(t *testing.T, name string) string {
 	t.Helper()
 	binaries(t)
-	return filepath.Join(binDir, "resolve")
+	return filepath.Join(binDir, name)
 }

@@ -50,8 +50,13 @@ var (
 	schemas atomic.Uint64
 )
 
-// Main runs the tests of m and stops the server they started, if any.
-func Main(m *testing.M) {
+// Main runs the tests of m, stops the server they started, if any, and
+// exits with their status.
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain with cleanups of its own: it returns the
+// status instead of exiting.
+func Run(m *testing.M) int {
 	code := m.Run()
 	if srv != nil {
 		if err := srv.stop(); err != nil {
@@ -59,7 +64,7 @@ func Main(m *testing.M) {
 		}
 		srv.remove()
 	}
-	os.Exit(code)
+	return code
 }
 
 // server is the PostgreSQL server of this test binary.
@@ -289,7 +294,9 @@ func Restart(t testing.TB) {
 	s := owned(t)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if out, err := s.run("pg_ctl", "-D", s.data(), "-m", "fast", "-w", "restart"); err != nil {
+	// -l again: pg_ctl reuses the server's options, not its own, and a
+	// server writing to this process's pipe would keep it open.
+	if out, err := s.run("pg_ctl", "-D", s.data(), "-l", filepath.Join(s.dir, "server.log"), "-m", "fast", "-w", "-t", "60", "restart"); err != nil {
 		t.Fatalf("pg_ctl restart: %v\n%s", err, out)
 	}
 }
