@@ -43,7 +43,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		busyTimeout: 10 * time.Second, maxBatch: 256, readConns: 4,
-		poolSize: 32, statementTimeout: 10 * time.Second, lockTimeout: 5 * time.Second,
+		poolSize: 8, statementTimeout: 10 * time.Second, lockTimeout: 5 * time.Second,
 		retryFor: 2 * time.Second, retryLaterFor: 30 * time.Second,
 	}
 }
@@ -58,8 +58,9 @@ func WithBusyTimeout(d time.Duration) Option {
 	}
 }
 
-// WithMaxBatch caps how many operations one SQLite group commit takes
-// (default 256). 1 turns group commit off (one COMMIT per operation).
+// WithMaxBatch caps how many operations one group commit takes (default
+// 256), on both stores. 1 turns group commit off (one COMMIT per
+// operation).
 func WithMaxBatch(n int) Option {
 	return func(c *config) {
 		if n > 0 {
@@ -78,8 +79,8 @@ func WithReadConns(n int) Option {
 }
 
 // WithPoolSize sets how many connections a PostgreSQL ledger opens at most
-// (default 32): the concurrent statements it can have in flight, so also
-// how many commits PostgreSQL can group into one WAL flush.
+// (default 8): the writer uses one at a time (two on its slow path), reads
+// the others.
 func WithPoolSize(n int) Option {
 	return func(c *config) {
 		if n > 0 {
@@ -98,11 +99,11 @@ func WithStatementTimeout(d time.Duration) Option {
 	}
 }
 
-// WithRetry sets how long PostgreSQL operations retry a statement that
-// certainly never reached the database (no connection, a connection found
-// dead before anything was written to it): wait for operations a caller
-// waits for (Claim, Finish, …; default 2 s), later for outcomes queued by
-// FinishLater (default 30 s, so that a database restart loses none).
+// WithRetry sets how long PostgreSQL operations are tried again when they
+// certainly wrote nothing (no connection, a connection lost before the
+// COMMIT): wait for operations a caller waits for (Claim, Finish, …;
+// default 2 s), later for outcomes queued by FinishLater (default 30 s, so
+// that a database restart loses none).
 func WithRetry(wait, later time.Duration) Option {
 	return func(c *config) {
 		if wait >= 0 {
@@ -181,12 +182,11 @@ func (l *Ledger) Path() string { return l.path }
 // Store names the kind of store: "sqlite" or "postgres".
 func (l *Ledger) Store() string { return l.st.dialect().name }
 
-// Commits is the number of committed write transactions since Open. On
-// SQLite these are group commits (Ping's empty ones included), one fsync
-// each: benchmarks divide it by the number of operations, and 2 per
-// transfer would mean no grouping. On PostgreSQL each write is its own
-// transaction; the server groups their WAL flushes (pg_stat_wal counts
-// those).
+// Commits is the number of group commits (the writer's transactions, Ping's
+// empty ones included) since Open, on either store: benchmarks divide it by
+// the number of operations, and 2 per transfer would mean no grouping. On
+// SQLite each is one fsync; on PostgreSQL the server may flush several
+// relays' commits at once (pg_stat_wal counts its flushes).
 func (l *Ledger) Commits() uint64 { return l.st.commits() }
 
 // The operations whose failures Errors counts.
@@ -226,9 +226,9 @@ func (l *Ledger) Errors() [numOps]uint64 {
 }
 
 // Ping reports whether the ledger is usable, for a readiness probe: a read,
-// and a round trip through the write path (SQLite: the writer, which must
-// get the write lock within the busy timeout; PostgreSQL: a connection to a
-// primary that accepts writes). It writes nothing.
+// and a round trip through the writer (SQLite: which must get the write
+// lock within the busy timeout; PostgreSQL: on a connection to a primary
+// that accepts writes). It writes nothing.
 func (l *Ledger) Ping(ctx context.Context) error {
 	if l.isClosed.Load() {
 		return fmt.Errorf("ledger: ping: %w", ErrClosed)

@@ -25,26 +25,21 @@ var schemaPostgresSQL string
 const schemaLockKey int64 = 0x6c6872656c6179
 
 // pgStore is a ledger in a PostgreSQL database shared by every relay and
-// batch command pointed at it. Every statement is its own transaction on a
-// pooled connection; see the package doc for why, and for what an error
+// batch command pointed at it: one writer goroutine runs the queued
+// operations in batches, one transaction each (pgwriter.go); reads use the
+// rest of the pool. See the package doc for why, and for what an error
 // means.
 type pgStore struct {
 	cfg      config
 	pool     *pgxpool.Pool
 	ncommits atomic.Uint64
 
-	// mu guards closed and the start of every operation: close takes it
-	// exclusively, so none starts after it and it waits for the rest.
-	mu       sync.RWMutex
-	closed   bool
-	inflight sync.WaitGroup
-	slots    chan struct{} // bounds the outcomes queued by enqueue
-
-	// pending holds, per GUID, the latest queued outcome not yet done: an
-	// operation on that GUID waits for it (operations on a GUID run in the
-	// order issued).
-	pmu     sync.Mutex
-	pending map[string]chan struct{}
+	// mu guards closed and the sends on ops: close takes it exclusively,
+	// so no sender is inside a send when ops is closed.
+	mu         sync.RWMutex
+	closed     bool
+	ops        chan *pgOp
+	writerDone chan struct{}
 }
 
 func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
@@ -65,7 +60,7 @@ func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
 	if pcfg.ConnConfig.ConnectTimeout == 0 {
 		pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
-	s := &pgStore{cfg: cfg, slots: make(chan struct{}, 4*cfg.poolSize), pending: map[string]chan struct{}{}}
+	s := &pgStore{cfg: cfg, ops: make(chan *pgOp, 4*cfg.maxBatch), writerDone: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
@@ -76,6 +71,7 @@ func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
 		s.pool.Close()
 		return fail(err)
 	}
+	go s.writer()
 	return s, shown, nil
 }
 
@@ -235,117 +231,48 @@ func (s *pgStore) commits() uint64 { return s.ncommits.Load() }
 // (the connection lost before its answer) leaves its outcome unknown.
 var errNotSent = errors.New("not sent to the database")
 
-// begin registers an operation, unless the store is closed.
-func (s *pgStore) begin() error {
+// do queues o for the writer and waits for its result. A caller whose ctx
+// ends while o is still queued gets ctx's error and o never runs; once the
+// writer has taken it, the caller waits for the real result, as on SQLite.
+func (s *pgStore) do(ctx context.Context, o operation) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := &pgOp{o: o, deadline: time.Now().Add(s.cfg.retryFor), done: make(chan struct{})}
+	if err := s.send(ctx, p); err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		if p.state.CompareAndSwap(opQueued, opCancelled) {
+			return ctx.Err()
+		}
+		<-p.done
+		return p.err
+	}
+}
+
+// enqueue queues o and returns; the writer calls then with its result.
+func (s *pgStore) enqueue(ctx context.Context, o operation, then func(error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.send(ctx, &pgOp{o: o, deadline: time.Now().Add(s.cfg.retryLaterFor), then: then})
+}
+
+func (s *pgStore) send(ctx context.Context, p *pgOp) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return ErrClosed
 	}
-	s.inflight.Add(1)
-	return nil
-}
-
-func (s *pgStore) do(ctx context.Context, o operation) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := s.begin(); err != nil {
-		return err
-	}
-	defer s.inflight.Done()
-	if err := s.waitPending(ctx, o.guid); err != nil {
-		return err
-	}
-	return s.runRetrying(ctx, o, s.cfg.retryFor)
-}
-
-// enqueue runs o on a goroutine of its own. Up to cap(slots) outcomes may
-// be on their way at once; past that it waits for room until ctx ends.
-func (s *pgStore) enqueue(ctx context.Context, o operation, then func(error)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	select {
-	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if err := s.begin(); err != nil {
-		<-s.slots
-		return err
-	}
-	done := make(chan struct{})
-	s.pmu.Lock()
-	prev := s.pending[o.guid]
-	s.pending[o.guid] = done
-	s.pmu.Unlock()
-	go func() {
-		defer s.inflight.Done()
-		if prev != nil {
-			<-prev
-		}
-		then(s.runRetrying(context.Background(), o, s.cfg.retryLaterFor))
-		s.pmu.Lock()
-		if s.pending[o.guid] == done {
-			delete(s.pending, o.guid)
-		}
-		s.pmu.Unlock()
-		close(done)
-		<-s.slots
-	}()
-	return nil
-}
-
-// waitPending waits for the outcome queued for guid, if any.
-func (s *pgStore) waitPending(ctx context.Context, guid string) error {
-	if guid == "" {
-		return nil
-	}
-	s.pmu.Lock()
-	ch := s.pending[guid]
-	s.pmu.Unlock()
-	if ch == nil {
-		return nil
-	}
-	select {
-	case <-ch:
+	case s.ops <- p:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// runRetrying runs o, and runs it again for up to bound after a failure
-// that certainly wrote nothing (the database restarting, a connection
-// found dead), or, for a rerunnable operation, after one whose outcome is
-// unknown.
-func (s *pgStore) runRetrying(ctx context.Context, o operation, bound time.Duration) error {
-	deadline := time.Now().Add(bound)
-	wait := 10 * time.Millisecond
-	rerun := false
-	for {
-		err := s.runOnce(ctx, o, rerun)
-		if err == nil {
-			return nil
-		}
-		notSent := errors.Is(err, errNotSent)
-		if !notSent && !o.rerunnable || errors.Is(err, ErrStateChanged) || isStatementError(err) {
-			return err
-		}
-		rerun = rerun || !notSent
-		left := time.Until(deadline)
-		if left <= 0 {
-			return err
-		}
-		t := time.NewTimer(min(wait, left))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		}
-		wait = min(2*wait, 500*time.Millisecond)
 	}
 }
 
@@ -357,10 +284,11 @@ func isStatementError(err error) bool {
 	return errors.As(err, &pe) && pe.Severity == "ERROR"
 }
 
-// runOnce runs o's statements on one pooled connection. Waiting for the
-// connection is bounded by ctx; once a statement is sent it runs to its
-// end whatever ctx does (a cancelled statement would leave its outcome
-// unknown), bounded by the statement timeout plus a margin for the network.
+// runOnce runs o's statements alone, each its own transaction, on one
+// pooled connection (the writer's slow path). Waiting for the connection
+// is bounded by ctx; once a statement is sent it runs to its end whatever
+// ctx does, bounded by the statement timeout plus a margin for the
+// network.
 func (s *pgStore) runOnce(ctx context.Context, o operation, rerun bool) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -375,9 +303,7 @@ func (s *pgStore) runOnce(ctx context.Context, o operation, rerun bool) error {
 	return o.run(&pgStmts{ctx: sctx, conn: conn, s: s, again: rerun})
 }
 
-// pgStmts runs each statement as its own transaction (autocommit): a
-// claim's INSERT is committed, with synchronous_commit on, when exec
-// returns, and no lock outlives its statement.
+// pgStmts runs each statement as its own transaction (autocommit).
 type pgStmts struct {
 	ctx   context.Context
 	conn  *pgxpool.Conn
@@ -465,8 +391,9 @@ func (r pgReader) queryRow(ctx context.Context, q string, args ...any) scanner {
 }
 
 // ping checks that a connection can be had, that the tx table can be
-// read, and that the server accepts writes: after a failover the old
-// primary may come back as a standby.
+// read, and that the server accepts writes (after a failover the old
+// primary may come back as a standby), on a read connection and through
+// the writer.
 func (s *pgStore) ping(ctx context.Context) error {
 	var standby bool
 	var n int
@@ -477,16 +404,26 @@ func (s *pgStore) ping(ctx context.Context) error {
 	if standby {
 		return errors.New("connected to a standby (read-only server): want the primary (target_session_attrs=read-write)")
 	}
+	err = s.do(ctx, operation{run: func(tx stmts) error {
+		return tx.queryRow(`SELECT pg_is_in_recovery()`).Scan(&standby)
+	}})
+	if err != nil {
+		return fmt.Errorf("write path: %w", err)
+	}
+	if standby {
+		return errors.New("the writer's connection is to a standby: want the primary (target_session_attrs=read-write)")
+	}
 	return nil
 }
 
-// close refuses new operations, waits for those under way (outcomes queued
-// by enqueue included), then closes the pool.
+// close refuses new operations, lets the writer finish every operation
+// already queued, then closes the pool.
 func (s *pgStore) close() error {
 	s.mu.Lock()
 	s.closed = true
+	close(s.ops)
 	s.mu.Unlock()
-	s.inflight.Wait()
+	<-s.writerDone
 	s.pool.Close()
 	return nil
 }

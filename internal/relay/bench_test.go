@@ -26,7 +26,9 @@ type benchResult struct {
 	// Set by BenchmarkLedgerRelay only.
 	cpuPerTx     time.Duration // CPU time per transfer, core's included
 	cpu          float64       // percent of the machine's CPUs used, core's included
-	commitsPerTx float64       // ledger group commits (fsyncs) per transfer
+	commitsPerTx float64       // ledger group commits (fsyncs) per transfer; PostgreSQL: WAL flushes
+	writesPerTx  float64       // PostgreSQL: write transactions per transfer
+	dbCPUPerTx   time.Duration // PostgreSQL: the database server's CPU time per transfer
 }
 
 // BenchmarkRelayOverhead sends the same BKTR0001 transfers through the

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"lhrelay/internal/coresim"
+	"lhrelay/internal/pgtest"
 )
 
 // Where the benchmarks' simulated core runs. In deployment the core is
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(benchCoreChildEnv) == "1" {
 		os.Exit(serveBenchCoreChild())
 	}
-	os.Exit(m.Run())
+	pgtest.Main(m)
 }
 
 // newBenchSim is the core every benchmark talks to: the account benchBody

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"lhrelay/internal/corecall"
 	"lhrelay/internal/ledger"
 )
 
@@ -47,7 +48,7 @@ func BenchmarkLedgerRelay(b *testing.B) {
 	var seq atomic.Uint64 // GUIDs unique across the whole run
 	nextGUID := func() uint64 { return seq.Add(1) }
 	concs := []int{1, 16, 64}
-	modes := []string{"direct", "relay", "ledger"}
+	modes := []string{"direct", "relay", "ledger", "pgledger"}
 	rounds := max(*benchRounds, 1)
 	results := map[string]benchResult{}
 	key := func(mode string, conc, round int) string {
@@ -68,10 +69,17 @@ func BenchmarkLedgerRelay(b *testing.B) {
 		}
 	}
 
+	pgRatios := map[int][]float64{}
 	for _, conc := range concs {
 		var ratios []float64
 		for round := 1; round <= rounds; round++ {
-			d, r, l := results[key("direct", conc, round)], results[key("relay", conc, round)], results[key("ledger", conc, round)]
+			d, r, l, pg := results[key("direct", conc, round)], results[key("relay", conc, round)], results[key("ledger", conc, round)], results[key("pgledger", conc, round)]
+			if pg.txps > 0 && l.txps > 0 {
+				pgRatios[conc] = append(pgRatios[conc], 100*pg.txps/l.txps)
+				b.Logf("concurrency %2d round %d: sqlite %6.0f tx/s p99 %8v %.3f commits/tx | postgres %6.0f tx/s p99 %8v (%3.0f%% of sqlite), %.3f WAL flushes/tx, %.2f write transactions/tx, db server %4.0f cpu-µs/tx, all processes %4.0f cpu-µs/tx, cpu %.0f%%",
+					conc, round, l.txps, l.p99, l.commitsPerTx,
+					pg.txps, pg.p99, 100*pg.txps/l.txps, pg.commitsPerTx, pg.writesPerTx, micros(pg.dbCPUPerTx), micros(pg.cpuPerTx), pg.cpu)
+			}
 			if d.txps == 0 || r.txps == 0 || l.txps == 0 {
 				continue // a filtered run
 			}
@@ -87,6 +95,11 @@ func BenchmarkLedgerRelay(b *testing.B) {
 			slices.Sort(ratios)
 			b.Logf("concurrency %2d: ledger/direct over %d rounds: median %.0f%% (min %.0f%%, max %.0f%%)",
 				conc, len(ratios), median(ratios), ratios[0], ratios[len(ratios)-1])
+		}
+		if pr := pgRatios[conc]; len(pr) > 1 {
+			slices.Sort(pr)
+			b.Logf("concurrency %2d: postgres/sqlite ledger over %d rounds: median %.0f%% (min %.0f%%, max %.0f%%)",
+				conc, len(pr), median(pr), pr[0], pr[len(pr)-1])
 		}
 	}
 }
@@ -112,6 +125,8 @@ func runLedgerLeg(b *testing.B, mode string, conc int, nextGUID func() uint64) b
 		}
 		b.Cleanup(func() { led.Close() }) // after the relay's Close (cleanups run last first)
 		workers = relayWorkers(b, startBenchRelay(b, client, conc, led), nextGUID)
+	case "pgledger":
+		return runPGLeg(b, conc, core, client, nextGUID)
 	}
 	var commits0 uint64
 	if led != nil {
@@ -128,6 +143,40 @@ func runLedgerLeg(b *testing.B, mode string, conc int, nextGUID func() uint64) b
 		r.commitsPerTx = float64(led.Commits()-commits0) / float64(b.N)
 		b.ReportMetric(r.commitsPerTx, "commits/tx")
 	}
+	return r
+}
+
+// runPGLeg is the ledger leg on a PostgreSQL ledger (a fresh schema on
+// the throwaway server, sharing the machine's CPUs): commits/tx is the
+// server's WAL flushes per transfer (2 would mean no grouping), writes/tx
+// its write transactions per transfer (a claim and an outcome: 2), and
+// db-cpu-µs/tx the server's CPU time per transfer, also included in
+// cpu-µs/tx.
+func runPGLeg(b *testing.B, conc int, core benchCoreHandle, client *corecall.Client, nextGUID func() uint64) benchResult {
+	pg := newPGServer(b)
+	before := pg.sample()
+	led := openBenchPG(b)
+	workers := relayWorkers(b, startBenchRelay(b, client, conc, led), nextGUID)
+	cpu0, wall0 := processCPU()+core.cpu(), time.Now()
+	r := runLoad(b, conc, workers)
+	wall := time.Since(wall0)
+	b.StopTimer()
+	writes := led.Commits()
+	led.Close() // waits for the outcomes on their way; the relay is idle
+
+	after := pg.sample()
+	dbCPU := after.cpu - before.cpu
+	cpu := processCPU() + core.cpu() - cpu0 + dbCPU
+	r.cpuPerTx = cpu / time.Duration(b.N)
+	r.dbCPUPerTx = dbCPU / time.Duration(b.N)
+	r.cpu = 100 * cpu.Seconds() / (wall.Seconds() * float64(runtime.NumCPU()))
+	r.commitsPerTx = float64(after.walSyncs-before.walSyncs) / float64(b.N)
+	r.writesPerTx = float64(writes) / float64(b.N)
+	b.ReportMetric(micros(r.cpuPerTx), "cpu-µs/tx")
+	b.ReportMetric(micros(r.dbCPUPerTx), "db-cpu-µs/tx")
+	b.ReportMetric(r.cpu, "cpu-%")
+	b.ReportMetric(r.commitsPerTx, "commits/tx")
+	b.ReportMetric(r.writesPerTx, "writes/tx")
 	return r
 }
 
