@@ -136,7 +136,11 @@ func testManyChannelsAndABatchCommand(t *testing.T, path string) {
 // Close while ops are queued: every caller gets a result or an error, and
 // nothing hangs.
 func TestCloseWhileQueued(t *testing.T) {
-	l, err := Open(dbPath(t))
+	ledgertest.Run(t, testCloseWhileQueued)
+}
+
+func testCloseWhileQueued(t *testing.T, db string) {
+	l, err := Open(db)
 	assert.NilError(t, err)
 	release := blockWriter(t, l)
 

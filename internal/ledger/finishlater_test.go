@@ -148,22 +148,25 @@ func testCloseRecordsQueuedOutcomes(t *testing.T, path string) {
 // calls then; the outcomes queued before it are recorded once the writer
 // moves again.
 func TestFinishLaterFullQueue(t *testing.T) {
+	eachStore(t, testFinishLaterFullQueue, WithMaxBatch(1))
+}
+
+func testFinishLaterFullQueue(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	l := newLedger(t, WithMaxBatch(1))
-	var queued []Request
-	for range cap(sqliteOf(l).ops) + 1 {
+	var pending []Request
+	for range room(l) + 1 {
 		r := request(txTransfer, newGUID(), sentAt1, bodyA)
 		seed(t, l, r, StateSent, "")
-		queued = append(queued, r)
+		pending = append(pending, r)
 	}
-	late, queued := queued[len(queued)-1], queued[:len(queued)-1]
+	late, pending := pending[len(pending)-1], pending[:len(pending)-1]
 
 	release := blockWriter(t, l)
 	var results []<-chan error
-	for _, r := range queued {
+	for _, r := range pending {
 		results = append(results, later(t, l, r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK)))
 	}
-	assert.Equal(t, len(sqliteOf(l).ops), cap(sqliteOf(l).ops), "the queue is full")
+	assert.Equal(t, queued(l), room(l), "the queue is full")
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
@@ -176,7 +179,7 @@ func TestFinishLaterFullQueue(t *testing.T) {
 	for _, res := range results {
 		assert.NilError(t, result(t, res))
 	}
-	for _, r := range queued {
+	for _, r := range pending {
 		row, err := l.Get(ctx, r.GUID)
 		assert.NilError(t, err)
 		assert.Equal(t, row.State, StateDone)

@@ -136,18 +136,20 @@ func (s *pgStore) runBatch(batch []*pgOp) []fate {
 		return retryAll(fmt.Errorf("%w: no connection: %w", errNotSent, err))
 	}
 	defer conn.Release()
-	tx, err := conn.Begin(ctx)
+	c := conn.Conn()
+	begun, err := runRounds(ctx, c, batch)
 	if err != nil {
-		return retryAll(fmt.Errorf("%w: begin: %w", errNotSent, err))
-	}
-	if err := runRounds(ctx, tx, batch); err != nil {
-		tx.Rollback(context.Background())
+		if begun {
+			c.Exec(ctx, "ROLLBACK") // a connection left in a transaction is dropped by the pool anyway
+		}
 		if isStatementError(err) {
 			return s.runEachAlone(batch)
 		}
 		return retryAll(fmt.Errorf("%w: %w", errNotSent, err)) // the transaction died uncommitted
 	}
-	err = tx.Commit(ctx)
+	if begun {
+		_, err = c.Exec(ctx, "COMMIT")
+	}
 	switch {
 	case err == nil:
 		s.ncommits.Add(1)
@@ -187,12 +189,15 @@ func (s *pgStore) runEachAlone(batch []*pgOp) []fate {
 	return fates
 }
 
-// runRounds runs every operation's statements in tx, pipelined: each
+// runRounds runs every operation's statements in one transaction on c,
+// pipelined: each
 // operation runs on a goroutine of its own against roundStmts, and once
 // every one still running is waiting for a statement's result, those
 // statements go to the server together in one pgx.Batch (one round trip),
 // ordered by GUID (then by queue order), so that batches of relays
-// sharing the database take row locks in one order. It returns the first
+// sharing the database take row locks in one order. The first round
+// starts with the BEGIN, saving a round trip; begun says whether it was
+// sent (the caller then ends the transaction). It returns the first
 // statement's failure, after which every statement fails.
 //
 // The operations were written to run one after another (SQLite); run side
@@ -200,7 +205,7 @@ func (s *pgStore) runEachAlone(batch []*pgOp) []fate {
 // every decision is taken by a conditional statement on the row as it is
 // when the statement runs, and operations on one GUID keep their queue
 // order within each round.
-func runRounds(ctx context.Context, tx pgx.Tx, batch []*pgOp) error {
+func runRounds(ctx context.Context, c *pgx.Conn, batch []*pgOp) (begun bool, failed error) {
 	events := make(chan roundEvent, len(batch))
 	for i, p := range batch {
 		go func() {
@@ -208,7 +213,6 @@ func runRounds(ctx context.Context, tx pgx.Tx, batch []*pgOp) error {
 			events <- roundEvent{seq: i, finished: true, err: err}
 		}()
 	}
-	var failed error
 	live := len(batch)
 	for live > 0 {
 		var reqs []*roundReq
@@ -225,7 +229,8 @@ func runRounds(ctx context.Context, tx pgx.Tx, batch []*pgOp) error {
 			break
 		}
 		if failed == nil {
-			failed = sendRound(ctx, tx, reqs)
+			failed = sendRound(ctx, c, reqs, !begun)
+			begun = true
 		} else {
 			for _, r := range reqs {
 				r.err = failed
@@ -235,21 +240,29 @@ func runRounds(ctx context.Context, tx pgx.Tx, batch []*pgOp) error {
 			close(r.done)
 		}
 	}
-	return failed
+	return begun, failed
 }
 
-// sendRound sends one round's statements as one pgx.Batch and sets each
-// request's result.
-func sendRound(ctx context.Context, tx pgx.Tx, reqs []*roundReq) error {
+// sendRound sends one round's statements as one pgx.Batch (after a BEGIN
+// when begin) and sets each request's result.
+func sendRound(ctx context.Context, c *pgx.Conn, reqs []*roundReq, begin bool) error {
 	slices.SortFunc(reqs, func(a, b *roundReq) int {
 		return cmp.Or(cmp.Compare(a.guid, b.guid), cmp.Compare(a.seq, b.seq))
 	})
 	b := &pgx.Batch{}
+	if begin {
+		b.Queue("BEGIN")
+	}
 	for _, r := range reqs {
 		b.Queue(dollarPlaceholders(r.q), r.args...)
 	}
-	res := tx.SendBatch(ctx, b)
+	res := c.SendBatch(ctx, b)
 	var failed error
+	if begin {
+		if _, err := res.Exec(); err != nil {
+			failed = err
+		}
+	}
 	for _, r := range reqs {
 		if r.dest == nil {
 			var tag pgconn.CommandTag

@@ -161,7 +161,7 @@ func applyPostgresSchema(ctx context.Context, pool *pgxpool.Pool, mustExist bool
 // checkPostgresTx refuses a tx table that lacks a SPEC column or whose
 // primary key is not guid alone (ON CONFLICT (guid) needs it).
 func checkPostgresTx(ctx context.Context, tx pgx.Tx) error {
-	cols, err := strings1(ctx, tx, `SELECT attname FROM pg_attribute WHERE attrelid = 'tx'::regclass AND attnum > 0 AND NOT attisdropped`)
+	cols, err := textColumn(ctx, tx, `SELECT attname FROM pg_attribute WHERE attrelid = 'tx'::regclass AND attnum > 0 AND NOT attisdropped`)
 	if err != nil {
 		return fmt.Errorf("read tx columns: %w", err)
 	}
@@ -174,7 +174,7 @@ func checkPostgresTx(ctx context.Context, tx pgx.Tx) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("tx table lacks columns %s: %w", strings.Join(missing, ", "), ErrNotLedger)
 	}
-	pk, err := strings1(ctx, tx, `SELECT a.attname FROM pg_index i
+	pk, err := textColumn(ctx, tx, `SELECT a.attname FROM pg_index i
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 WHERE i.indrelid = 'tx'::regclass AND i.indisprimary`)
 	if err != nil {
@@ -186,8 +186,8 @@ WHERE i.indrelid = 'tx'::regclass AND i.indisprimary`)
 	return nil
 }
 
-// strings1 reads a one-column text result.
-func strings1(ctx context.Context, tx pgx.Tx, q string) ([]string, error) {
+// textColumn reads a one-column text result.
+func textColumn(ctx context.Context, tx pgx.Tx, q string) ([]string, error) {
 	rows, err := tx.Query(ctx, q)
 	if err != nil {
 		return nil, err
@@ -226,9 +226,8 @@ func (s *pgStore) dialect() *dialect { return postgresDialect }
 func (s *pgStore) commits() uint64 { return s.ncommits.Load() }
 
 // errNotSent marks a failure that certainly wrote nothing: no connection
-// could be had, or the driver knows no byte of the statement left
-// (pgconn.SafeToRetry). Any other failure of a statement that had been sent
-// (the connection lost before its answer) leaves its outcome unknown.
+// could be had, or the transaction ended before its COMMIT was sent (or
+// the driver knows that no byte of the COMMIT left: pgconn.SafeToRetry).
 var errNotSent = errors.New("not sent to the database")
 
 // do queues o for the writer and waits for its result. A caller whose ctx
@@ -284,81 +283,73 @@ func isStatementError(err error) bool {
 	return errors.As(err, &pe) && pe.Severity == "ERROR"
 }
 
-// runOnce runs o's statements alone, each its own transaction, on one
-// pooled connection (the writer's slow path). Waiting for the connection
-// is bounded by ctx; once a statement is sent it runs to its end whatever
-// ctx does, bounded by the statement timeout plus a margin for the
-// network.
+// runOnce runs o alone in a transaction of its own on one pooled
+// connection (the writer's slow path, after a statement of a batch was
+// refused), and says, as runBatch does, what a failure means: until the
+// COMMIT is sent nothing is written, so a refused statement is o's own
+// error and any other failure wrote nothing (errNotSent); only a COMMIT
+// whose answer was lost leaves o's outcome unknown. Each statement runs
+// to its end, bounded by the statement timeout plus a margin.
 func (s *pgStore) runOnce(ctx context.Context, o operation, rerun bool) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.statementTimeout+2*time.Second)
+	defer cancel()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
 		return fmt.Errorf("%w: no connection: %w", errNotSent, err)
 	}
 	defer conn.Release()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.statementTimeout+2*time.Second)
-	defer cancel()
-	return o.run(&pgStmts{ctx: sctx, conn: conn, s: s, again: rerun})
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: begin: %w", errNotSent, err)
+	}
+	err = o.run(&pgStmts{ctx: ctx, tx: tx, again: rerun})
+	if err != nil && !errors.Is(err, ErrStateChanged) {
+		tx.Rollback(context.Background())
+		if isStatementError(err) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	if cerr := tx.Commit(ctx); cerr != nil {
+		if pgconn.SafeToRetry(cerr) {
+			return fmt.Errorf("%w: commit: %w", errNotSent, cerr)
+		}
+		if isStatementError(cerr) {
+			return cerr
+		}
+		return fmt.Errorf("commit, outcome unknown: %w", cerr)
+	}
+	s.ncommits.Add(1)
+	return err // nil, or the refusal o decided
 }
 
-// pgStmts runs each statement as its own transaction (autocommit).
+// pgStmts runs an operation's statements in its transaction.
 type pgStmts struct {
 	ctx   context.Context
-	conn  *pgxpool.Conn
-	s     *pgStore
+	tx    pgx.Tx
 	again bool
 }
 
 func (t *pgStmts) rerun() bool { return t.again }
 
 func (t *pgStmts) exec(q string, args ...any) (int64, error) {
-	tag, err := t.conn.Exec(t.ctx, dollarPlaceholders(q), args...)
-	if err != nil {
-		return 0, classify(err)
-	}
-	if tag.RowsAffected() > 0 {
-		t.s.ncommits.Add(1)
-	}
-	return tag.RowsAffected(), nil
+	tag, err := t.tx.Exec(t.ctx, dollarPlaceholders(q), args...)
+	return tag.RowsAffected(), err
 }
 
 func (t *pgStmts) queryRow(q string, args ...any) scanner {
-	write := !strings.HasPrefix(q, "SELECT")
-	return pgRow{r: t.conn.QueryRow(t.ctx, dollarPlaceholders(q), args...), commit: func() {
-		if write {
-			t.s.ncommits.Add(1)
-		}
-	}}
-}
-
-// classify marks an error that certainly sent nothing.
-func classify(err error) error {
-	if err != nil && pgconn.SafeToRetry(err) {
-		return fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	return err
+	return pgRow{t.tx.QueryRow(t.ctx, dollarPlaceholders(q), args...)}
 }
 
 // pgRow maps pgx.ErrNoRows to errNoRows.
-type pgRow struct {
-	r      pgx.Row
-	commit func() // counts a write that returned its row
-}
+type pgRow struct{ r pgx.Row }
 
 func (r pgRow) Scan(dest ...any) error {
 	err := r.r.Scan(dest...)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	if errors.Is(err, pgx.ErrNoRows) {
 		return errNoRows
-	case err != nil:
-		return classify(err)
 	}
-	if r.commit != nil {
-		r.commit()
-	}
-	return nil
+	return err
 }
 
 // pgReader runs read queries on the pool, or in one transaction.
@@ -387,7 +378,7 @@ func (r pgReader) query(ctx context.Context, q string, args ...any) (rowSet, err
 }
 
 func (r pgReader) queryRow(ctx context.Context, q string, args ...any) scanner {
-	return pgRow{r: r.q.QueryRow(ctx, dollarPlaceholders(q), args...)}
+	return pgRow{r.q.QueryRow(ctx, dollarPlaceholders(q), args...)}
 }
 
 // ping checks that a connection can be had, that the tx table can be

@@ -100,13 +100,12 @@ type (
 // errNoRows is what both stores' scanners return for a missing row.
 var errNoRows = errors.New("no rows in result set")
 
-// A dialect is what the shared SQL needs to know about a store: how
-// placeholders are spelt and how a point in time is compared with
-// updated_at (SQLite: text at whole seconds; PostgreSQL: timestamptz).
+// A dialect is what the shared SQL needs to know about a store: how a
+// point in time is compared with updated_at (SQLite: text at whole
+// seconds; PostgreSQL: timestamptz), and how purges share rows. (The
+// PostgreSQL store numbers the '?' placeholders itself.)
 type dialect struct {
 	name string
-	// rebind turns '?' placeholders into the store's own.
-	rebind func(q string) string
 	// timeArg is a Row's UpdatedAt as a query argument (Scan's cursor).
 	timeArg func(t time.Time) any
 	// atOrBefore is the condition and argument for "updated_at at or
@@ -122,7 +121,6 @@ type dialect struct {
 
 var sqliteDialect = &dialect{
 	name:       "sqlite",
-	rebind:     func(q string) string { return q },
 	timeArg:    func(t time.Time) any { return formatTime(t) },
 	atOrBefore: func(t time.Time) (string, any) { return "updated_at <= ?", formatTime(t) },
 	before:     func(t time.Time) (string, any) { return "updated_at < ?", formatTime(t) },
@@ -132,7 +130,6 @@ var sqliteDialect = &dialect{
 // "before the second after t's", which stays a range of the index.
 var postgresDialect = &dialect{
 	name:    "postgres",
-	rebind:  dollarPlaceholders,
 	timeArg: func(t time.Time) any { return t },
 	atOrBefore: func(t time.Time) (string, any) {
 		return "updated_at < ?", t.Truncate(time.Second).Add(time.Second)

@@ -35,9 +35,10 @@
 //
 // Ledger unusable at claim time: the frame is answered E902. Nothing was sent
 // to the core, so "safe to resend with the same GUID" is true; the claim
-// either committed nothing or (if SQLite reported a failed commit that had in
-// fact landed) left a SENT row that a resend sees as E903 until resolve
-// --stale-sent settles it by inquiry.
+// either committed nothing or (if the database reported a failed commit
+// that had in fact landed, or the answer to a COMMIT was lost) left a SENT
+// row that a resend sees as E903 until resolve --stale-sent settles it by
+// inquiry (package ledger reasons this through for PostgreSQL).
 //
 // Ledger unusable when recording: the row stays SENT and the error is
 // logged with the GUID; resolve --stale-sent later settles the row by its
