@@ -231,7 +231,9 @@ func TestSharedLedgerRelayKilled(t *testing.T) {
 	_, coreURL := startCore(t, coresimBin, "1.5")
 	victim := startRelay(t, relayBin, coreURL, db, "5")          // above the SLOW delay: in flight when killed
 	survivors := startRelays(t, relayBin, coreURL, db, "1", "1") // their calls are quick: stale after 2 s is safe
-	all := append([]string{victim.addr}, survivors...)
+	// What the channels' balancer sends to: all three, until one dies.
+	var balanced atomic.Pointer[[]string]
+	balanced.Store(&[]string{victim.addr, survivors[0], survivors[1]})
 
 	// The orphans: SLOW transfers at the core when their relay dies.
 	var orphans []string
@@ -268,12 +270,13 @@ func TestSharedLedgerRelayKilled(t *testing.T) {
 				loadGUIDs = append(loadGUIDs, g)
 				mu.Unlock()
 				f := transfer(t, g, "load")
+				addrs := *balanced.Load()
 				dup := make(chan struct{})
 				go func() {
 					defer close(dup)
-					trySend(all[(w+i+1)%3], f)
+					trySend(addrs[(w+i+1)%len(addrs)], f)
 				}()
-				untilPosted(t, rotate(all, w+i), f, 30*time.Second, &seen)
+				untilPosted(t, rotate(addrs, w+i), f, 30*time.Second, &seen)
 				<-dup
 				sent.Add(1)
 			}
@@ -288,7 +291,7 @@ func TestSharedLedgerRelayKilled(t *testing.T) {
 		assert.Check(t, r.err != nil, "an orphan was answered: %q", r.raw)
 	}
 	// The load goes on on the survivors only (the balancer dropped the dead one).
-	all[0] = survivors[0]
+	balanced.Store(&survivors)
 
 	// Orphans are in flight for the shared ledger: E903 on every survivor,
 	// and not sent again.
