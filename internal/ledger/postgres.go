@@ -40,6 +40,9 @@ type pgStore struct {
 	closed     bool
 	ops        chan *pgOp
 	writerDone chan struct{}
+
+	lmu   sync.Mutex // guards locks
+	locks map[*pgx.Conn]struct{}
 }
 
 func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
@@ -60,7 +63,7 @@ func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
 	if pcfg.ConnConfig.ConnectTimeout == 0 {
 		pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
-	s := &pgStore{cfg: cfg, ops: make(chan *pgOp, 4*cfg.maxBatch), writerDone: make(chan struct{})}
+	s := &pgStore{cfg: cfg, ops: make(chan *pgOp, 4*cfg.maxBatch), writerDone: make(chan struct{}), locks: map[*pgx.Conn]struct{}{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
@@ -415,34 +418,56 @@ func (s *pgStore) close() error {
 	close(s.ops)
 	s.mu.Unlock()
 	<-s.writerDone
+	s.lmu.Lock()
+	held := make([]*pgx.Conn, 0, len(s.locks))
+	for c := range s.locks {
+		held = append(held, c)
+	}
+	s.lmu.Unlock()
+	for _, c := range held {
+		s.unlock(c)
+	}
 	s.pool.Close()
 	return nil
 }
 
 // tryExclusive takes a session advisory lock named after name, on a
-// connection held until release: the lock lasts as long as that session,
-// so a holder that dies (or loses its connection) loses it.
+// connection of its own (outside the pool) held until release: the lock
+// lasts as long as that session, so a holder that dies (or loses its
+// connection) loses it. Close releases the locks still held.
 func (s *pgStore) tryExclusive(ctx context.Context, name string) (release func(), ok bool, err error) {
-	conn, err := s.pool.Acquire(ctx)
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, false, ErrClosed
+	}
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
 	if err != nil {
 		return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)
 	}
-	key := "lhrelay:" + name
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, key).Scan(&ok); err != nil {
-		conn.Release()
-		return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)
-	}
-	if !ok {
-		conn.Release()
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, "lhrelay:"+name).Scan(&ok); err != nil || !ok {
+		conn.Close(context.Background())
+		if err != nil {
+			return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)
+		}
 		return nil, false, nil
 	}
-	return func() {
+	s.lmu.Lock()
+	s.locks[conn] = struct{}{}
+	s.lmu.Unlock()
+	return func() { s.unlock(conn) }, true, nil
+}
+
+// unlock ends a lock's session, which releases it.
+func (s *pgStore) unlock(conn *pgx.Conn) {
+	s.lmu.Lock()
+	_, held := s.locks[conn]
+	delete(s.locks, conn)
+	s.lmu.Unlock()
+	if held {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, key); err != nil {
-			// The lock's fate is unknown: end the session, which ends it.
-			conn.Conn().Close(ctx)
-		}
-		conn.Release()
-	}, true, nil
+		conn.Close(ctx)
+	}
 }
