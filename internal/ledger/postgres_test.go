@@ -178,3 +178,18 @@ func TestPostgresRestart(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, c.Outcome, Owned)
 }
+
+// TestPostgresMultiHostURL: with a primary and a standby listed, and the
+// first host down, the ledger connects to the one that accepts writes.
+func TestPostgresMultiHostURL(t *testing.T) {
+	u := pgtest.URL(t) // postgres://user@127.0.0.1:PORT/db?search_path=…
+	scheme, rest, _ := strings.Cut(u, "://")
+	user, hostAndRest, _ := strings.Cut(rest, "@")
+	dead := "127.0.0.1:1"
+	multi := scheme + "://" + user + "@" + dead + "," + hostAndRest + "&target_session_attrs=read-write&connect_timeout=2"
+	l := openLedger(t, multi)
+	assert.NilError(t, l.Ping(context.Background()))
+	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	seed(t, l, r, StateDone, codeOK)
+	assert.Equal(t, l.Path(), multi)
+}
