@@ -412,15 +412,15 @@ func testFailingOpDoesNotSpoilItsBatch(t *testing.T, l *Ledger) {
 
 // queued is how many ops sit in the writer's queue, and room how many it
 // holds.
-func queued(l *Ledger) int { n, _ := queue(l); return n }
-func room(l *Ledger) int   { _, c := queue(l); return c }
+func queued(l *Ledger) int { return len(writerQueue(l).ops) }
+func room(l *Ledger) int   { return cap(writerQueue(l).ops) }
 
-func queue(l *Ledger) (n, capacity int) {
+func writerQueue(l *Ledger) *queue {
 	switch st := l.st.(type) {
 	case *sqliteStore:
-		return len(st.ops), cap(st.ops)
+		return &st.queue
 	case *pgStore:
-		return len(st.ops), cap(st.ops)
+		return &st.queue
 	}
 	panic("unknown store")
 }

@@ -7,31 +7,11 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
-
-// pgOp is one operation queued for the PostgreSQL writer.
-type pgOp struct {
-	o        operation
-	state    atomic.Int32 // opQueued → opTaken (writer) or opCancelled (caller)
-	deadline time.Time    // retry what never committed until then
-	rerun    bool         // an earlier run may have committed (operation.rerunnable)
-	err      error
-	done     chan struct{}
-	then     func(error)
-}
-
-func (p *pgOp) complete() {
-	if p.then != nil {
-		p.then(p.err)
-		return
-	}
-	close(p.done)
-}
 
 // The fate of an operation after one try: done (its err is final), or to
 // be tried again in a later batch.
@@ -49,7 +29,7 @@ const (
 // tried again, ahead of newer ones, until their deadline.
 func (s *pgStore) writer() {
 	defer close(s.writerDone)
-	var carry []*pgOp
+	var carry []*op
 	wait := 10 * time.Millisecond
 	open := true
 	for open || len(carry) > 0 {
@@ -60,7 +40,7 @@ func (s *pgStore) writer() {
 			if !ok {
 				return
 			}
-			batch = takePG(batch, first)
+			batch = take(batch, first)
 		} else {
 			s.backoff(batch, wait)
 			wait = min(2*wait, 500*time.Millisecond)
@@ -73,7 +53,7 @@ func (s *pgStore) writer() {
 					open = false
 					break drain
 				}
-				batch = takePG(batch, p)
+				batch = take(batch, p)
 			default:
 				break drain
 			}
@@ -97,7 +77,7 @@ func (s *pgStore) writer() {
 
 // backoff waits before trying batch again: d, or less if an operation's
 // deadline comes first.
-func (s *pgStore) backoff(batch []*pgOp, d time.Duration) {
+func (s *pgStore) backoff(batch []*op, d time.Duration) {
 	for _, p := range batch {
 		d = min(d, time.Until(p.deadline))
 	}
@@ -107,13 +87,6 @@ func (s *pgStore) backoff(batch []*pgOp, d time.Duration) {
 	}
 }
 
-func takePG(batch []*pgOp, p *pgOp) []*pgOp {
-	if p.state.CompareAndSwap(opQueued, opTaken) {
-		batch = append(batch, p)
-	}
-	return batch
-}
-
 // runBatch runs batch in one transaction and says what became of each
 // operation. Nothing is committed before the COMMIT, so every failure
 // before it leaves nothing behind: a refused statement (one operation's
@@ -121,7 +94,7 @@ func takePG(batch []*pgOp, p *pgOp) []*pgOp {
 // tried again. Only a COMMIT whose answer was lost leaves the outcome
 // unknown: claims then fail (they must not run again, see the package
 // doc), transitions are tried again knowing that they may have landed.
-func (s *pgStore) runBatch(batch []*pgOp) []fate {
+func (s *pgStore) runBatch(batch []*op) []fate {
 	fates := make([]fate, len(batch))
 	retryAll := func(err error) []fate {
 		for i, p := range batch {
@@ -174,7 +147,7 @@ func (s *pgStore) runBatch(batch []*pgOp) []fate {
 // runEachAlone is the slow path after a statement was refused inside a
 // batch: every operation in a transaction of its own (autocommit), so one
 // operation's failure stays its own.
-func (s *pgStore) runEachAlone(batch []*pgOp) []fate {
+func (s *pgStore) runEachAlone(batch []*op) []fate {
 	fates := make([]fate, len(batch))
 	for i, p := range batch {
 		p.err = s.runOnce(context.Background(), p.o, p.rerun)
@@ -205,7 +178,7 @@ func (s *pgStore) runEachAlone(batch []*pgOp) []fate {
 // every decision is taken by a conditional statement on the row as it is
 // when the statement runs, and operations on one GUID keep their queue
 // order within each round.
-func runRounds(ctx context.Context, c *pgx.Conn, batch []*pgOp) (begun bool, failed error) {
+func runRounds(ctx context.Context, c *pgx.Conn, batch []*op) (begun bool, failed error) {
 	events := make(chan roundEvent, len(batch))
 	for i, p := range batch {
 		go func() {

@@ -34,15 +34,11 @@ type pgStore struct {
 	pool     *pgxpool.Pool
 	ncommits atomic.Uint64
 
-	// mu guards closed and the sends on ops: close takes it exclusively,
-	// so no sender is inside a send when ops is closed.
-	mu         sync.RWMutex
-	closed     bool
-	ops        chan *pgOp
+	queue      // the writer's
 	writerDone chan struct{}
 
-	lmu   sync.Mutex // guards locks
-	locks map[*pgx.Conn]struct{}
+	lmu   sync.Mutex           // guards locks
+	locks map[*pgx.Conn]string // a held TryExclusive lock's session → its key
 }
 
 func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
@@ -63,7 +59,7 @@ func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
 	if pcfg.ConnConfig.ConnectTimeout == 0 {
 		pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
-	s := &pgStore{cfg: cfg, ops: make(chan *pgOp, 4*cfg.maxBatch), writerDone: make(chan struct{}), locks: map[*pgx.Conn]struct{}{}}
+	s := &pgStore{cfg: cfg, queue: newQueue(4 * cfg.maxBatch), writerDone: make(chan struct{}), locks: map[*pgx.Conn]string{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
@@ -233,49 +229,15 @@ func (s *pgStore) commits() uint64 { return s.ncommits.Load() }
 // the driver knows that no byte of the COMMIT left: pgconn.SafeToRetry).
 var errNotSent = errors.New("not sent to the database")
 
-// do queues o for the writer and waits for its result. A caller whose ctx
-// ends while o is still queued gets ctx's error and o never runs; once the
-// writer has taken it, the caller waits for the real result, as on SQLite.
+// do queues o for the writer and waits for its result (queue.wait); what
+// never committed is tried again for up to WithRetry's wait.
 func (s *pgStore) do(ctx context.Context, o operation) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	p := &pgOp{o: o, deadline: time.Now().Add(s.cfg.retryFor), done: make(chan struct{})}
-	if err := s.send(ctx, p); err != nil {
-		return err
-	}
-	select {
-	case <-p.done:
-		return p.err
-	case <-ctx.Done():
-		if p.state.CompareAndSwap(opQueued, opCancelled) {
-			return ctx.Err()
-		}
-		<-p.done
-		return p.err
-	}
+	return s.wait(ctx, &op{o: o, deadline: time.Now().Add(s.cfg.retryFor), done: make(chan struct{})})
 }
 
 // enqueue queues o and returns; the writer calls then with its result.
 func (s *pgStore) enqueue(ctx context.Context, o operation, then func(error)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return s.send(ctx, &pgOp{o: o, deadline: time.Now().Add(s.cfg.retryLaterFor), then: then})
-}
-
-func (s *pgStore) send(ctx context.Context, p *pgOp) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return ErrClosed
-	}
-	select {
-	case s.ops <- p:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.send(ctx, &op{o: o, deadline: time.Now().Add(s.cfg.retryLaterFor), then: then})
 }
 
 // isStatementError: the server refused the statement (a constraint, a
@@ -413,10 +375,7 @@ func (s *pgStore) ping(ctx context.Context) error {
 // close refuses new operations, lets the writer finish every operation
 // already queued, then closes the pool.
 func (s *pgStore) close() error {
-	s.mu.Lock()
-	s.closed = true
-	close(s.ops)
-	s.mu.Unlock()
+	s.shut()
 	<-s.writerDone
 	s.lmu.Lock()
 	held := make([]*pgx.Conn, 0, len(s.locks))
@@ -446,7 +405,8 @@ func (s *pgStore) tryExclusive(ctx context.Context, name string) (release func()
 	if err != nil {
 		return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)
 	}
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, "lhrelay:"+name).Scan(&ok); err != nil || !ok {
+	key := "lhrelay:" + name
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, key).Scan(&ok); err != nil || !ok {
 		conn.Close(context.Background())
 		if err != nil {
 			return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)
@@ -454,20 +414,23 @@ func (s *pgStore) tryExclusive(ctx context.Context, name string) (release func()
 		return nil, false, nil
 	}
 	s.lmu.Lock()
-	s.locks[conn] = struct{}{}
+	s.locks[conn] = key
 	s.lmu.Unlock()
 	return func() { s.unlock(conn) }, true, nil
 }
 
-// unlock ends a lock's session, which releases it.
+// unlock releases a lock before ending its session: the end of a session
+// releases its locks too, but only once the server has noticed it, so the
+// next holder could still find it taken for a moment.
 func (s *pgStore) unlock(conn *pgx.Conn) {
 	s.lmu.Lock()
-	_, held := s.locks[conn]
+	key, held := s.locks[conn]
 	delete(s.locks, conn)
 	s.lmu.Unlock()
 	if held {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, key)
 		conn.Close(ctx)
 	}
 }

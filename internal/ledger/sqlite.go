@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	// The SQLite driver, registered as "sqlite3".
@@ -38,12 +37,7 @@ type sqliteStore struct {
 	wconn *sql.Conn // that connection, owned by the writer goroutine
 	rdb   *sql.DB   // read pool (query_only)
 
-	// mu guards closed and the sends on ops: close takes it exclusively,
-	// so no sender is inside a send when ops is closed.
-	mu     sync.RWMutex
-	closed bool
-	ops    chan *op
-
+	queue      // the writer's
 	writerDone chan struct{}
 	ncommits   atomic.Uint64
 }
@@ -60,7 +54,7 @@ func openSQLite(path string, cfg config) (*sqliteStore, string, error) {
 	s := &sqliteStore{
 		path:       abs,
 		cfg:        cfg,
-		ops:        make(chan *op, 4*cfg.maxBatch),
+		queue:      newQueue(4 * cfg.maxBatch),
 		writerDone: make(chan struct{}),
 	}
 	fail := func(err error) (*sqliteStore, string, error) {
@@ -324,10 +318,7 @@ func (s *sqliteStore) ping(ctx context.Context) error {
 // close stops accepting operations, lets the writer finish every operation
 // already queued, then closes the connections.
 func (s *sqliteStore) close() error {
-	s.mu.Lock()
-	s.closed = true
-	close(s.ops)
-	s.mu.Unlock()
+	s.shut()
 	<-s.writerDone
 
 	var errs []error

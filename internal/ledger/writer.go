@@ -5,94 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 )
 
-// An op is one write operation queued for the writer goroutine. run executes
-// the operation's statements inside the batch transaction and stores its
-// result in variables the caller's closure captured; the caller reads them
-// only after done is closed and only if err is nil. An op queued without
-// waiting (enqueue) has no done channel: the writer calls then instead.
-type op struct {
-	run   opFunc
-	state atomic.Int32 // opQueued → opTaken (writer) or opCancelled (caller)
-	err   error
-	done  chan struct{}
-	then  func(error)
+// do queues o for the writer and waits for its result (queue.wait). The
+// queue keeps the order of operations on one GUID.
+func (s *sqliteStore) do(ctx context.Context, o operation) error {
+	return s.wait(ctx, &op{o: o, done: make(chan struct{})})
 }
 
-// complete tells the op's caller its result: err is final.
-func (o *op) complete() {
-	if o.then != nil {
-		o.then(o.err)
-		return
-	}
-	close(o.done)
-}
-
-const (
-	opQueued int32 = iota
-	opTaken
-	opCancelled
-)
-
-// do queues run for the writer and waits for its result. See the package
-// doc for what a cancelled context means. The queue keeps the order of
-// operations on one GUID, so guid is not needed here.
-func (s *sqliteStore) do(ctx context.Context, w operation) error {
-	run := w.run
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	o := &op{run: run, done: make(chan struct{})}
-
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		return ErrClosed
-	}
-	select {
-	case s.ops <- o:
-	case <-ctx.Done():
-		s.mu.RUnlock()
-		return ctx.Err()
-	}
-	s.mu.RUnlock()
-
-	select {
-	case <-o.done:
-		return o.err
-	case <-ctx.Done():
-		if o.state.CompareAndSwap(opQueued, opCancelled) {
-			return ctx.Err() // the writer will skip it: nothing was written
-		}
-		<-o.done // taken: the outcome is decided, report it
-		return o.err
-	}
-}
-
-// enqueue queues run for the writer and returns without waiting for it; the
+// enqueue queues o for the writer and returns without waiting for it; the
 // writer calls then with the result once the op's batch has committed (or
-// failed). It waits only while the queue is full, and only until ctx ends.
-// If it returns an error (ctx, ErrClosed) nothing was queued and then is
-// never called.
-func (s *sqliteStore) enqueue(ctx context.Context, w operation, then func(error)) error {
-	run := w.run
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	o := &op{run: run, then: then}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return ErrClosed
-	}
-	select {
-	case s.ops <- o:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// failed).
+func (s *sqliteStore) enqueue(ctx context.Context, o operation, then func(error)) error {
+	return s.send(ctx, &op{o: o, then: then})
 }
 
 // writer is the only goroutine that writes. It runs until Close closes ops,
@@ -116,14 +41,6 @@ func (s *sqliteStore) writer() {
 		// else runnable it returns at once. See the package comment.
 		runtime.Gosched()
 	}
-}
-
-// take marks o as being executed, unless its caller gave up on it first.
-func take(batch []*op, o *op) []*op {
-	if o.state.CompareAndSwap(opQueued, opTaken) {
-		batch = append(batch, o)
-	}
-	return batch
 }
 
 // runBatch runs first and whatever else is queued (up to maxBatch) in one
@@ -160,7 +77,7 @@ drain:
 	}
 
 	for _, o := range batch {
-		err := o.run(sqliteTx{tx})
+		err := o.o.run(sqliteTx{tx})
 		if err == nil || errors.Is(err, ErrStateChanged) {
 			// A refusal decided by a conditional statement that changed
 			// nothing: the op's own result, and the batch goes on.
@@ -196,7 +113,7 @@ func (s *sqliteStore) runEach(ctx context.Context, batch []*op) {
 			o.err = fmt.Errorf("begin: %w", err)
 			continue
 		}
-		err = o.run(sqliteTx{tx})
+		err = o.o.run(sqliteTx{tx})
 		if err != nil && !errors.Is(err, ErrStateChanged) {
 			tx.Rollback()
 			o.err = err

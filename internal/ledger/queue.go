@@ -1,0 +1,112 @@
+package ledger
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// An op is one write operation queued for a store's writer goroutine. Its
+// operation's run executes the statements inside the writer's transaction
+// and stores its result in variables the caller's closure captured; the
+// caller reads them only after done is closed and only if err is nil. An
+// op queued without waiting (enqueue) has no done channel: the writer
+// calls then instead.
+type op struct {
+	o     operation
+	state atomic.Int32 // opQueued → opTaken (writer) or opCancelled (caller)
+	err   error
+	done  chan struct{}
+	then  func(error)
+
+	// PostgreSQL only: how long the op is tried again while it wrote
+	// nothing, and whether an earlier try may have committed.
+	deadline time.Time
+	rerun    bool
+}
+
+// complete tells the op's caller its result: err is final.
+func (o *op) complete() {
+	if o.then != nil {
+		o.then(o.err)
+		return
+	}
+	close(o.done)
+}
+
+const (
+	opQueued int32 = iota
+	opTaken
+	opCancelled
+)
+
+// take marks o as being executed, unless its caller gave up on it first.
+func take(batch []*op, o *op) []*op {
+	if o.state.CompareAndSwap(opQueued, opTaken) {
+		batch = append(batch, o)
+	}
+	return batch
+}
+
+// queue is a writer's queue, shared by both stores. Operations on one GUID
+// run in the order they were queued.
+type queue struct {
+	// mu guards closed and the sends on ops: shut takes it exclusively,
+	// so no sender is inside a send when ops is closed.
+	mu     sync.RWMutex
+	closed bool
+	ops    chan *op
+}
+
+func newQueue(size int) queue { return queue{ops: make(chan *op, size)} }
+
+// wait queues o (which has a done channel) and waits for its result. A
+// caller whose ctx ends while o is still queued gets ctx's error and o
+// never runs: nothing was written. Once the writer has taken o, the caller
+// waits for the real result, because a claim that committed while its
+// caller walked away would leave a SENT row nobody is working on.
+func (q *queue) wait(ctx context.Context, o *op) error {
+	if err := q.send(ctx, o); err != nil {
+		return err
+	}
+	select {
+	case <-o.done:
+		return o.err
+	case <-ctx.Done():
+		if o.state.CompareAndSwap(opQueued, opCancelled) {
+			return ctx.Err() // the writer will skip it: nothing was written
+		}
+		<-o.done // taken: the outcome is decided, report it
+		return o.err
+	}
+}
+
+// send queues o. It waits only while the queue is full, and only until ctx
+// ends. If it returns an error (ctx, ErrClosed) nothing was queued and o's
+// then is never called.
+func (q *queue) send(ctx context.Context, o *op) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return ErrClosed
+	}
+	select {
+	case q.ops <- o:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// shut refuses new operations and closes ops: the writer finishes those
+// already queued, then ends.
+func (q *queue) shut() {
+	q.mu.Lock()
+	q.closed = true
+	close(q.ops)
+	q.mu.Unlock()
+}
