@@ -7,7 +7,9 @@
 //
 // A test binary that uses it runs its tests through Main (from TestMain);
 // the server starts when the first test asks for it, so a run that selects
-// no PostgreSQL test never starts one. PostgreSQL refuses to run as root:
+// no PostgreSQL test never starts one. A binary that dies without stopping
+// its server (killed, or ended by go test's -timeout) leaves it running:
+// the next one to start a server stops and removes it. PostgreSQL refuses to run as root:
 // then initdb, pg_ctl and the server run as the "postgres" user.
 //
 // Without binaries (and without LHRELAY_TEST_POSTGRES) the tests that need
@@ -95,6 +97,7 @@ func start() (*server, error) {
 		return nil, errMissing
 	}
 	s := &server{bin: bin, owned: true}
+	reapStale(bin)
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -105,7 +108,12 @@ func start() (*server, error) {
 		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	var err error
-	if s.dir, err = os.MkdirTemp("", "lhrelay-pgtest-"); err != nil {
+	if s.dir, err = os.MkdirTemp("", dirPrefix); err != nil {
+		return nil, err
+	}
+	// Whose server this is, for reapStale.
+	if err := os.WriteFile(filepath.Join(s.dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		s.remove()
 		return nil, err
 	}
 	if s.cred != nil {
@@ -124,6 +132,33 @@ func start() (*server, error) {
 	}
 	s.base = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", s.port)
 	return s, nil
+}
+
+const dirPrefix = "lhrelay-pgtest-"
+
+// reapStale stops and removes the servers of earlier test binaries that
+// died without stopping theirs (killed, or ended by go test's -timeout):
+// a server whose owner process is gone.
+func reapStale(bin string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "owner.pid"))
+		if err != nil {
+			continue // not ours, or not yet written: leave it
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			continue // the owner lives (or cannot be told)
+		}
+		stale := &server{bin: bin, dir: d, owned: true}
+		if st, err := os.Stat(filepath.Join(d, "data")); err == nil && os.Geteuid() == 0 {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				stale.cred = &syscall.Credential{Uid: sys.Uid, Gid: sys.Gid}
+			}
+		}
+		stale.run("pg_ctl", "-D", stale.data(), "-m", "immediate", "-w", "stop")
+		stale.remove()
+	}
 }
 
 // findBin finds the directory of initdb and pg_ctl: PATH, then the
