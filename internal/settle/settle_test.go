@@ -17,7 +17,9 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/ledger/ledgertest"
 	"lhrelay/internal/outcome"
+	"lhrelay/internal/pgtest"
 	"lhrelay/internal/settle"
 	"lhrelay/internal/wire"
 )
@@ -87,8 +89,10 @@ func seedUnknown(t *testing.T, l *ledger.Ledger, c *lookupCore, n int) []string 
 	return guids
 }
 
-func openLedger(t *testing.T, path string) *ledger.Ledger {
-	l, err := ledger.Open(path)
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func openLedger(t *testing.T, db string) *ledger.Ledger {
+	l, err := ledger.Open(db)
 	assert.NilError(t, err)
 	t.Cleanup(func() { l.Close() })
 	return l
@@ -100,12 +104,16 @@ func newSettler(t *testing.T, l *ledger.Ledger, core *corecall.Client, coreDown 
 	return s
 }
 
-// TestTwoRelaysOneRound: two relays settle one ledger at the same time;
-// one runs the round, the other finds it locked, and each row is looked
-// up exactly once (counted at the core).
+// TestTwoRelaysOneRound: two relays settle one ledger — a SQLite file on
+// one host, or a PostgreSQL ledger shared by several — at the same time;
+// one runs the round, the other finds it locked, and each row is looked up
+// exactly once (counted at the core).
 func TestTwoRelaysOneRound(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "relay.db")
-	a, b := openLedger(t, path), openLedger(t, path)
+	ledgertest.Run(t, twoRelaysOneRound)
+}
+
+func twoRelaysOneRound(t *testing.T, db string) {
+	a, b := openLedger(t, db), openLedger(t, db)
 	core := newLookupCore(t, true)
 	guids := seedUnknown(t, a, core, 50)
 
