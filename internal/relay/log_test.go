@@ -1,14 +1,12 @@
 package relay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,41 +15,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
-	"lhrelay/internal/testutil"
 )
-
-// watchLog writes the relay's log to buf and announces the first line that
-// contains a given text (slog writes each record with one Write).
-type watchLog struct {
-	buf   *testutil.SyncBuffer
-	mu    sync.Mutex
-	waits map[string]chan struct{}
-}
-
-func (w *watchLog) Write(p []byte) (int, error) {
-	n, err := w.buf.Write(p)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for text, ch := range w.waits {
-		if bytes.Contains(p, []byte(text)) {
-			close(ch)
-			delete(w.waits, text)
-		}
-	}
-	return n, err
-}
-
-// when returns a channel closed once a line containing text is written.
-func (w *watchLog) when(text string) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.waits == nil {
-		w.waits = map[string]chan struct{}{}
-	}
-	ch := make(chan struct{})
-	w.waits[text] = ch
-	return ch
-}
 
 // logLine is one JSON log record.
 type logLine map[string]any
@@ -277,7 +241,7 @@ func TestShutdownLogLines(t *testing.T) {
 	assert.NilError(t, err)
 	g.waitArrival(t)
 
-	stopping := oe.logW.when("relay stopping")
+	stopping := oe.logW.When("relay stopping")
 	stopped := make(chan error, 1)
 	go func() { stopped <- oe.srv.Shutdown(context.Background()) }()
 	<-stopping

@@ -43,7 +43,7 @@ type observedEnv struct {
 	*env
 	m          *metrics.Metrics
 	metricsURL string
-	logW       *watchLog
+	logW       *testutil.SyncBuffer // the relay's log, with When
 }
 
 func startObserved(t *testing.T, o observed) *observedEnv {
@@ -58,7 +58,7 @@ func startObserved(t *testing.T, o observed) *observedEnv {
 	ec := envConfig{
 		core: o.core, coreURL: o.coreURL, ledger: true, maxConns: o.maxConns, metrics: oe.m,
 		logger: func(buf *testutil.SyncBuffer) *slog.Logger {
-			oe.logW = &watchLog{buf: buf}
+			oe.logW = buf
 			opts := &slog.HandlerOptions{Level: o.level}
 			if o.text {
 				return slog.New(slog.NewTextHandler(oe.logW, opts))
