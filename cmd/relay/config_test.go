@@ -40,3 +40,12 @@ func TestVersion(t *testing.T) {
 	assert.ErrorIs(t, err, flag.ErrHelp) // printed; exit 0
 	assert.Equal(t, out.String(), cliflag.Version("relay")+"\n")
 }
+
+// TestZeroTimeoutNamesItsSource: a value that parses but is out of range
+// is refused where it is set, so the error names the variable or file it
+// came from.
+func TestZeroTimeoutNamesItsSource(t *testing.T) {
+	t.Setenv("LHRELAY_TIMEOUT", "0")
+	_, err := parseArgs(nil, io.Discard)
+	assert.ErrorContains(t, err, `LHRELAY_TIMEOUT: "0": want more than 0 seconds`)
+}

@@ -121,10 +121,10 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	)
 	fs.StringVar(&o.core, "core", "http://127.0.0.1:9201", "base `URL` of the core banking system")
-	cliflag.SecondsVar(fs, &o.timeout, "timeout", corecall.DefaultTimeout, "`seconds` a core call may take in all, connecting included; past it the answer is "+string(generated.RspReadTimeout)+" (or "+string(generated.RspConnectFail)+" if nothing was sent)")
-	cliflag.SecondsVar(fs, &o.connectTimeout, "connect-timeout", corecall.DefaultConnectTimeout, "`seconds` to establish the connection to the core, TLS handshake included ("+string(generated.RspConnectFail)+" past it); capped at --timeout")
-	cliflag.SecondsVar(fs, &o.frameTimeout, "frame-timeout", relay.DefaultFrameTimeout, "`seconds` a started frame has to arrive whole (else the connection is dropped); also bounds writing an answer")
-	cliflag.SecondsVar(fs, &o.idleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "`seconds` a connection may wait between frames before it is closed")
+	cliflag.PositiveSecondsVar(fs, &o.timeout, "timeout", corecall.DefaultTimeout, "`seconds` a core call may take in all, connecting included; past it the answer is "+string(generated.RspReadTimeout)+" (or "+string(generated.RspConnectFail)+" if nothing was sent)")
+	cliflag.PositiveSecondsVar(fs, &o.connectTimeout, "connect-timeout", corecall.DefaultConnectTimeout, "`seconds` to establish the connection to the core, TLS handshake included ("+string(generated.RspConnectFail)+" past it); capped at --timeout")
+	cliflag.PositiveSecondsVar(fs, &o.frameTimeout, "frame-timeout", relay.DefaultFrameTimeout, "`seconds` a started frame has to arrive whole (else the connection is dropped); also bounds writing an answer")
+	cliflag.PositiveSecondsVar(fs, &o.idleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "`seconds` a connection may wait between frames before it is closed")
 	fs.IntVar(&o.maxConns, "max-conns", relay.DefaultMaxConns, "most channel connections open at once; one more is closed at once, unread")
 	fs.StringVar(&o.db, "db", "relay.db", "the ledger: a SQLite `file`, created if missing, or a postgres:// URL of a ledger shared by several relays")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`host:port` serving /metrics, /healthz and /readyz over HTTP (default off), e.g. 127.0.0.1:9300")
@@ -142,14 +142,6 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		return o, err
 	}
 	o.addr = addr
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"timeout", o.timeout}, {"connect-timeout", o.connectTimeout}, {"frame-timeout", o.frameTimeout}, {"idle-timeout", o.idleTimeout}} {
-		if d.v <= 0 {
-			return o, fmt.Errorf("--%s must be more than 0", d.name)
-		}
-	}
 	if o.maxConns < 1 {
 		return o, fmt.Errorf("--max-conns %d: want at least 1", o.maxConns)
 	}

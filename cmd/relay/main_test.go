@@ -21,9 +21,9 @@ func TestParseArgsErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--timeout", "abc"}, "invalid value"},
-		{[]string{"--timeout", "0"}, "--timeout must be more than 0"},
+		{[]string{"--timeout", "0"}, `invalid value "0" for flag -timeout: "0": want more than 0 seconds`},
 		{[]string{"--timeout", "-1"}, "negative duration"},
-		{[]string{"--frame-timeout", "0"}, "--frame-timeout must be more than 0"},
+		{[]string{"--frame-timeout", "0"}, `invalid value "0" for flag -frame-timeout: "0": want more than 0 seconds`},
 		{[]string{"--max-conns", "0"}, "--max-conns 0"},
 		{[]string{"--port", "70000"}, "--port 70000"},
 		{[]string{"--listen", "127.0.0.1:9", "--port", "9"}, "use one"},

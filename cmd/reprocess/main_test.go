@@ -31,7 +31,7 @@ func TestArguments(t *testing.T) {
 		{[]string{"--db", db, "--core", core.URL}, 2, "--max-attempts is required"},
 		{[]string{"--db", db, "--core", core.URL, "--max-attempts", "1"}, 2, "at least 2"},
 		{[]string{"--db", db, "--max-attempts", "3"}, 2, "--core is required"},
-		{[]string{"--db", db, "--core", core.URL, "--max-attempts", "3", "--timeout", "0"}, 2, "--timeout"},
+		{[]string{"--db", db, "--core", core.URL, "--max-attempts", "3", "--timeout", "0"}, 2, "flag -timeout: \"0\": want more than 0 seconds"},
 		{[]string{"--db", filepath.Join(t.TempDir(), "x", "none.db"), "--core", core.URL, "--max-attempts", "3"}, 2, ""},
 		{[]string{"--db", db, "--core", core.URL, "--max-attempts", "3"}, 0, ""},
 		{[]string{"--db", db, "--core", core.URL, "--max-attempts", "3", "--dry-run"}, 0, ""},

@@ -65,7 +65,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.StringVar(&o.relayAddr, "relay", "127.0.0.1:9200", "`host:port` the relay listens on for channels")
 	fs.StringVar(&o.coreAddr, "core", "127.0.0.1:9201", "`host:port` the core simulator listens on")
 	fs.StringVar(&o.db, "db", "", "ledger `file` (default: a new file in a temporary directory, removed at exit)")
-	cliflag.SecondsVar(fs, &o.timeout, "timeout", 2*time.Second, "relay's core call timeout in `seconds`")
+	cliflag.PositiveSecondsVar(fs, &o.timeout, "timeout", 2*time.Second, "relay's core call timeout in `seconds`")
 	cliflag.SecondsVar(fs, &o.delay, "delay", coresim.DefaultDelay, "`seconds` the core waits on a SLOW memo before posting")
 	fs.StringVar(&o.metrics, "metrics-addr", "", "`host:port` serving the relay's /metrics, /healthz and /readyz (default off)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
@@ -79,9 +79,6 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
 			return o, fmt.Errorf("--%s %q: want host:port", a.name, a.v)
 		}
-	}
-	if o.timeout <= 0 {
-		return o, errors.New("--timeout must be more than 0")
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return o, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)

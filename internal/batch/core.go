@@ -20,7 +20,7 @@ type CoreFlags struct {
 func (c *Command) AddCoreFlags() *CoreFlags {
 	cf := &CoreFlags{}
 	c.Flags.StringVar(&cf.URL, "core", "", "base URL of the core, e.g. http://127.0.0.1:9201 (required)")
-	cliflag.SecondsVar(c.Flags, &cf.Timeout, "timeout", 5*time.Second, "bound on each core call, in seconds")
+	cliflag.PositiveSecondsVar(c.Flags, &cf.Timeout, "timeout", 5*time.Second, "bound on each core call, in seconds")
 	cf.TLS.AddFlags(c.Flags)
 	return cf
 }

@@ -56,6 +56,31 @@ func SecondsVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Dura
 	fs.Var((*Seconds)(p), name, usage)
 }
 
+// PositiveSecondsVar is SecondsVar for a duration that must be more than
+// zero (a timeout): 0 is refused when the flag is set, wherever its value
+// comes from, so the error names that source (LHRELAY_TIMEOUT: …).
+func PositiveSecondsVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var((*positiveSeconds)(p), name, usage)
+}
+
+// positiveSeconds is Seconds refusing zero.
+type positiveSeconds Seconds
+
+func (s positiveSeconds) String() string { return Seconds(s).String() }
+
+func (s *positiveSeconds) Set(v string) error {
+	var d Seconds
+	if err := d.Set(v); err != nil {
+		return err
+	}
+	if d == 0 {
+		return fmt.Errorf("%q: want more than 0 seconds", v)
+	}
+	*s = positiveSeconds(d)
+	return nil
+}
+
 // FormatSeconds renders d as a decimal number of seconds, exactly and without
 // trailing zeros: 3s → "3", 1500ms → "1.5", 1ns → "0.000000001".
 func FormatSeconds(d time.Duration) string {
