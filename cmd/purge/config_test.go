@@ -3,40 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"testing"
 
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/batch"
+	"lhrelay/internal/batch/batchtest"
 	"lhrelay/internal/testutil"
 )
 
 // TestConfigSources: --db from the command line, LHRELAY_DB or a --config
-// file, in that order of precedence (the missing file it names is the one
-// reported); a bad value names its source.
+// file, in that order of precedence; a bad value names its source.
 func TestConfigSources(t *testing.T) {
-	dir := t.TempDir()
-	path := func(name string) string { return filepath.Join(dir, name, "relay.db") }
-	for _, tc := range testutil.PrecedenceCases("db", "", path("file"), path("env"), path("arg")) {
-		if tc.Want == "" {
-			continue // --db has no default
-		}
-		t.Run(tc.Name, func(t *testing.T) {
-			args, _ := tc.Apply(t, "--days", "30")
-			_, err := run(context.Background(), batch.NewCommand("purge"), args, &bytes.Buffer{})
-			assert.Equal(t, batch.ExitCode(err), batch.ExitUsage)
-			assert.ErrorContains(t, err, tc.Want)
-		})
-	}
-	for _, tc := range testutil.BadSourceCases("dry-run", "maybe") {
-		t.Run(tc.Name, func(t *testing.T) {
-			args, file := tc.Apply(t, append([]string{"--db", path("x")}, "--days", "30")...)
-			_, err := run(context.Background(), batch.NewCommand("purge"), args, &bytes.Buffer{})
-			assert.Equal(t, batch.ExitCode(err), batch.ExitUsage)
-			assert.ErrorContains(t, err, tc.WantError(file))
-		})
-	}
+	testutil.CheckSources(t, batchtest.Sources(t, "purge", run, []string{"--days", "30"}, "dry-run", "maybe"))
 }
 
 func TestVersionAndHelpExitZero(t *testing.T) {

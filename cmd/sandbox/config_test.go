@@ -1,12 +1,7 @@
 package main
 
 import (
-	"flag"
-	"io"
-	"strings"
 	"testing"
-
-	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/testutil"
@@ -16,27 +11,10 @@ import (
 // variable or a --config file, in that order of precedence; a bad value
 // names its source in a one-line error.
 func TestConfigSources(t *testing.T) {
-	for _, tc := range testutil.PrecedenceCases("timeout", "2", "3", "4", "5") {
-		t.Run(tc.Name, func(t *testing.T) {
-			args, _ := tc.Apply(t)
-			o, err := parseArgs(args, io.Discard)
-			assert.NilError(t, err)
-			assert.Equal(t, cliflag.FormatSeconds(o.timeout), tc.Want)
-		})
-	}
-	for _, tc := range testutil.BadSourceCases("delay", "soon") {
-		t.Run(tc.Name, func(t *testing.T) {
-			args, file := tc.Apply(t)
-			_, err := parseArgs(args, io.Discard)
-			assert.ErrorContains(t, err, tc.WantError(file))
-			assert.Assert(t, !strings.Contains(err.Error(), "\n"))
-		})
-	}
+	testutil.CheckSources(t, testutil.ParsedBy(testutil.Sources{
+		Flag: "timeout", Default: "2", FromFile: "3", FromEnv: "4", FromArgs: "5",
+		BadFlag: "delay", BadValue: "soon",
+	}, parseArgs, func(o options) string { return cliflag.FormatSeconds(o.timeout) }))
 }
 
-func TestVersion(t *testing.T) {
-	var out strings.Builder
-	_, err := parseArgs([]string{"--version"}, &out)
-	assert.ErrorIs(t, err, flag.ErrHelp) // printed; exit 0
-	assert.Equal(t, out.String(), cliflag.Version("sandbox")+"\n")
-}
+func TestVersion(t *testing.T) { testutil.CheckVersion(t, cliflag.Version("sandbox"), parseArgs) }

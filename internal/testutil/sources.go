@@ -1,6 +1,9 @@
 package testutil
 
 import (
+	"errors"
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,5 +76,89 @@ func BadSourceCases(flag, bad string) []SourceCase {
 		{Name: "bad file value", File: []string{flag + " " + bad}, Want: "config file FILE: " + flag + ": "},
 		{Name: "unknown key", File: []string{"no-such-flag 1"}, Want: `config file FILE: unknown key "no-such-flag"`},
 		{Name: "missing file", Args: []string{"--config", "/nonexistent/lhrelay.conf"}, Want: "config file /nonexistent/lhrelay.conf: "},
+	}
+}
+
+// Sources is one command's test of where its settings come from: the
+// precedence of one flag's sources (PrecedenceCases) and the refusal of a
+// bad value of another, naming its source (BadSourceCases). Each command
+// says only how it parses; CheckSources runs the cases.
+type Sources struct {
+	// Flag and its values as PrecedenceCases takes them. NoDefault marks a
+	// flag without a default (--db): its default case is skipped.
+	Flag, Default, FromFile, FromEnv, FromArgs string
+	NoDefault                                  bool
+	// Base is prepended to every precedence case's arguments.
+	Base []string
+	// Value parses args as the command does and returns what Flag ended
+	// up as, in the form the values above are written in.
+	Value func(t *testing.T, args []string) string
+
+	// BadFlag gets BadValue from each source; BadBase is prepended.
+	BadFlag, BadValue string
+	BadBase           []string
+	// Err parses args as the command does and returns its error.
+	Err func(t *testing.T, args []string) error
+}
+
+// CheckSources runs s's cases as subtests.
+func CheckSources(t *testing.T, s Sources) {
+	t.Helper()
+	for _, tc := range PrecedenceCases(s.Flag, s.Default, s.FromFile, s.FromEnv, s.FromArgs) {
+		if s.NoDefault && tc.Name == "default" {
+			continue
+		}
+		t.Run(tc.Name, func(t *testing.T) {
+			args, _ := tc.Apply(t, s.Base...)
+			if got := s.Value(t, args); got != tc.Want {
+				t.Fatalf("--%s is %q, want %q (args %q)", s.Flag, got, tc.Want, args)
+			}
+		})
+	}
+	for _, tc := range BadSourceCases(s.BadFlag, s.BadValue) {
+		t.Run(tc.Name, func(t *testing.T) {
+			args, file := tc.Apply(t, s.BadBase...)
+			err := s.Err(t, args)
+			switch want := tc.WantError(file); {
+			case err == nil:
+				t.Fatalf("args %q: no error, want one containing %q", args, want)
+			case !strings.Contains(err.Error(), want):
+				t.Fatalf("error %q does not contain %q", err, want)
+			case strings.Contains(err.Error(), "\n"):
+				t.Fatalf("error %q is more than one line", err)
+			}
+		})
+	}
+}
+
+// ParsedBy completes s for a command whose flags are parsed by parse (its
+// parseArgs) into options O, value reading Flag's value out of them.
+func ParsedBy[O any](s Sources, parse func([]string, io.Writer) (O, error), value func(O) string) Sources {
+	s.Value = func(t *testing.T, args []string) string {
+		t.Helper()
+		o, err := parse(args, io.Discard)
+		if err != nil {
+			t.Fatalf("args %q: %v", args, err)
+		}
+		return value(o)
+	}
+	s.Err = func(t *testing.T, args []string) error {
+		_, err := parse(args, io.Discard)
+		return err
+	}
+	return s
+}
+
+// CheckVersion checks that parse prints want for --version and returns an
+// error matching flag.ErrHelp (printed: exit 0).
+func CheckVersion[O any](t *testing.T, want string, parse func([]string, io.Writer) (O, error)) {
+	t.Helper()
+	var out strings.Builder
+	_, err := parse([]string{"--version"}, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--version: error %v, want flag.ErrHelp", err)
+	}
+	if out.String() != want+"\n" {
+		t.Fatalf("--version printed %q, want %q", out.String(), want+"\n")
 	}
 }
