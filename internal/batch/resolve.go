@@ -48,7 +48,7 @@ type ResolveConfig struct {
 // Each transition is conditional on the state the row was selected in: a
 // row the relay settled in the meantime is counted "skipped".
 func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ResolveConfig) (*Summary, error) {
-	s := NewSummary("resolve", "selected", "done", "failed", "unreachable", "skipped", outcomeUnknownTx, outcomeUndecodable)
+	s := NewSummary("resolve", append([]string{"selected"}, ResolveOutcomes...)...)
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -125,6 +125,10 @@ func resolveRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, ro
 	}
 	return "failed", nil
 }
+
+// ResolveOutcomes are the outcomes a resolved row is counted under, in the
+// summary's order (after "selected").
+var ResolveOutcomes = []string{"done", "failed", "unreachable", "skipped", outcomeUnknownTx, outcomeUndecodable}
 
 // Outcomes of a row whose stored request this binary cannot act on; the
 // row is left unchanged for a person (or a newer binary).

@@ -19,10 +19,6 @@ type settleMetrics struct {
 	LastDuration  prometheus.Gauge
 }
 
-// settleOutcomes are the row outcomes of a round (batch.Resolve's summary)
-// shown from the start, so a dashboard and an alert see zeros, not gaps.
-var settleOutcomes = []string{"done", "failed", "unreachable", "skipped", "unknown_tx", "undecodable"}
-
 func newSettleMetrics(reg *prometheus.Registry) *settleMetrics {
 	m := &settleMetrics{
 		Interval: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -53,7 +49,9 @@ func newSettleMetrics(reg *prometheus.Registry) *settleMetrics {
 	for _, r := range settle.Results {
 		m.Rounds.WithLabelValues(string(r))
 	}
-	for _, o := range settleOutcomes {
+	// Every outcome of a round shown from the start, so that a dashboard
+	// and an alert see zeros, not gaps.
+	for _, o := range batch.ResolveOutcomes {
 		m.Rows.WithLabelValues(o)
 	}
 	reg.MustRegister(m.Interval, m.Rounds, m.Rows, m.LookupsFailed, m.LastRound, m.LastDuration)
