@@ -1,14 +1,29 @@
 // Package breaker stops calling a core that keeps failing (SPEC §5.10).
 //
-// After Failures consecutive calls that failed — the caller decides what a
-// failure is; the relay counts only calls that could not connect or timed
-// out — the breaker opens: for Cooldown no call is let through, and the
-// caller answers at once without sending anything. Then it is half-open:
-// one call at a time is let through as a probe; a probe that succeeds
-// closes it, one that fails opens it again for another Cooldown.
+// The breaker opens on evidence that the core is down or failing, never on
+// a handful of slow calls from a core that answers everything else:
+//
+//   - Failures calls in a row that could not connect (ConnectFailure:
+//     refused, connect timeout, failed handshake): a core that refuses
+//     connections is down, and every such call costs little to count;
+//   - or, over the last Window, at least MinCalls calls of which at least
+//     Rate failed (ConnectFailure or Failure: a call that timed out). A
+//     core that times out on every call (hung, or so slow that nothing
+//     finishes) reaches it; a burst of individually slow transfers among
+//     fast ones does not, however many come in a row, and neither does a
+//     slow-but-alive core whose calls admission keeps within the timeout
+//     (package admit).
+//
+// Open, it lets no call through for Cooldown, and the caller answers at
+// once without sending anything. Then it is half-open: one call at a time
+// is let through as a probe; a probe that succeeds closes it, one that
+// fails opens it again for another Cooldown.
 //
 // The state machine is github.com/sony/gobreaker/v2's (its two-step form:
-// Allow before the call, the verdict after it). This package adds what the
+// Allow before the call, the verdict after it; its rolling window of
+// buckets counts the calls of the last Window). The run of connection
+// failures is counted here, since gobreaker's counts do not tell one kind
+// of failure from another. This package adds what the
 // relay needs around it: counts of opens and refused calls for /metrics, a
 // timer that moves an open breaker to half-open when its cool-down ends (so
 // the state shown in /metrics and /readyz, and the log line, change on
@@ -17,6 +32,7 @@
 package breaker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -45,11 +61,17 @@ type Verdict int
 const (
 	// Success: the core answered (whatever it answered).
 	Success Verdict = iota
-	// Failure: the call could not connect or timed out.
+	// Failure: the call connected and then failed to get an answer in
+	// time (timed out). It counts towards the failure rate only.
 	Failure
+
 	// Excluded: the call says nothing about the core (cancelled by a
 	// stopping relay, say); it is not counted.
 	Excluded
+	// ConnectFailure: the call could not connect (refused, connect
+	// timeout, failed handshake): it counts towards both the run of
+	// Failures and the failure rate.
+	ConnectFailure
 )
 
 // errFailure and errExcluded carry a verdict through gobreaker's done(err).
@@ -62,9 +84,18 @@ var (
 type Settings struct {
 	// Name names the core it guards (its URL): the label in /metrics.
 	Name string
-	// Failures is how many consecutive failures open the breaker. New
-	// returns nil (no breaker) for 0.
+	// Failures is how many calls in a row that could not connect open the
+	// breaker. New returns nil (no breaker) for 0.
 	Failures int
+	// Window is how far back the failure rate looks (a rolling window of
+	// ten buckets); 0 means DefaultWindow.
+	Window time.Duration
+	// MinCalls is how many calls the window must hold before its rate
+	// counts; 0 means DefaultMinCalls.
+	MinCalls int
+	// Rate is the share of failed calls in the window (0 < Rate ≤ 1) that
+	// opens the breaker; 0 means DefaultRate.
+	Rate float64
 	// Cooldown is how long it stays open before letting a probe through.
 	Cooldown time.Duration
 	// OnChange, if set, is told of every change of state (for the log). It
@@ -72,14 +103,33 @@ type Settings struct {
 	OnChange func(name string, from, to State)
 }
 
+// Defaults of the failure-rate rule: over ten seconds, at least twenty
+// calls of which half failed. Twenty calls is few enough that a hung core
+// is found within its first --timeout or two at any real load, and many
+// enough that a few slow transfers never make a rate.
+const (
+	DefaultWindow   = 10 * time.Second
+	DefaultMinCalls = 20
+	DefaultRate     = 0.5
+)
+
 // Breaker guards one core. A nil *Breaker lets every call through.
 type Breaker struct {
 	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
 	name     string
 	failures int
+	window   time.Duration
+	minCalls int
+	rate     float64
 	cooldown time.Duration
 	opens    atomic.Int64
 	refused  atomic.Int64
+	// connFails is the run of calls in a row that could not connect; it
+	// is written before the verdict reaches gobreaker, whose ReadyToTrip
+	// reads it.
+	connFails atomic.Int64
+	// tripped says which rule opened the breaker last, for its error.
+	tripped atomic.Value // string
 }
 
 // New returns a breaker, or nil when s.Failures is 0 (off).
@@ -93,12 +143,23 @@ func New(s Settings) (*Breaker, error) {
 	if s.Cooldown == 0 {
 		return nil, errors.New("breaker: a cool-down of 0 would never stop calling the core")
 	}
-	b := &Breaker{name: s.Name, failures: s.Failures, cooldown: s.Cooldown}
+	if s.Window < 0 || s.MinCalls < 0 || s.Rate < 0 || s.Rate > 1 {
+		return nil, fmt.Errorf("breaker: window %v, min calls %d, rate %v: want window and min calls ≥ 0, 0 ≤ rate ≤ 1", s.Window, s.MinCalls, s.Rate)
+	}
+	b := &Breaker{
+		name: s.Name, failures: s.Failures, cooldown: s.Cooldown,
+		window:   cmp.Or(s.Window, DefaultWindow),
+		minCalls: cmp.Or(s.MinCalls, DefaultMinCalls),
+		rate:     cmp.Or(s.Rate, DefaultRate),
+	}
+	b.tripped.Store("")
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        s.Name,
-		MaxRequests: 1, // one probe at a time while half-open
-		Timeout:     s.Cooldown,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(s.Failures) },
+		Name:         s.Name,
+		MaxRequests:  1, // one probe at a time while half-open
+		Timeout:      s.Cooldown,
+		Interval:     b.window,
+		BucketPeriod: b.window / 10,
+		ReadyToTrip:  b.readyToTrip,
 		OnStateChange: func(name string, from, to State) {
 			if to == Open {
 				b.opens.Add(1)
@@ -126,18 +187,46 @@ func (b *Breaker) Allow() (done func(Verdict), err error) {
 	report, err := b.cb.Allow()
 	if err != nil {
 		b.refused.Add(1)
-		return nil, fmt.Errorf("%w (%d calls in a row failed to connect or timed out; probing again after %v)", ErrOpen, b.failures, b.cooldown)
+		return nil, fmt.Errorf("%w (%s; probing again after %v)", ErrOpen, b.Why(), b.cooldown)
 	}
 	return func(v Verdict) {
 		switch v {
 		case Success:
+			b.connFails.Store(0)
 			report(nil)
 		case Failure:
+			b.connFails.Store(0) // it connected
+			report(errFailure)
+		case ConnectFailure:
+			b.connFails.Add(1)
 			report(errFailure)
 		default:
 			report(errExcluded)
 		}
 	}, nil
+}
+
+// readyToTrip is the policy (package comment). It runs under gobreaker's
+// lock, after each failure, with the window's counts.
+func (b *Breaker) readyToTrip(c gobreaker.Counts) bool {
+	if n := b.connFails.Load(); n >= int64(b.failures) {
+		b.tripped.Store(fmt.Sprintf("%d calls in a row could not connect", n))
+		return true
+	}
+	counted := c.TotalSuccesses + c.TotalFailures
+	if counted >= uint32(b.minCalls) && float64(c.TotalFailures) >= b.rate*float64(counted) {
+		b.tripped.Store(fmt.Sprintf("%d of the last %d calls within %v failed to connect or timed out", c.TotalFailures, counted, b.window))
+		return true
+	}
+	return false
+}
+
+// Why says which rule opened the breaker last ("" before it ever opened).
+func (b *Breaker) Why() string {
+	if b == nil {
+		return ""
+	}
+	return b.tripped.Load().(string)
 }
 
 // Name is the name of the core guarded.
@@ -160,5 +249,6 @@ func (b *Breaker) Refused() int64 { return b.refused.Load() }
 // Cooldown is how long the breaker stays open.
 func (b *Breaker) Cooldown() time.Duration { return b.cooldown }
 
-// Failures is how many consecutive failures open the breaker.
+// Failures is how many calls in a row that could not connect open the
+// breaker.
 func (b *Breaker) Failures() int { return b.failures }

@@ -114,25 +114,11 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 			}
 			break
 		}
-		found := Claim{State: State(state.String), RspCode: rspCode.String, Attempts: int(attempts.Int64)}
-
-		if !sameRequest(txCode.String, request, r) {
-			found.Outcome = Reused
-			c = found
-			return nil
+		found, err := decideExisting(r, txCode.String, State(state.String), rspCode.String, request, response, int(attempts.Int64))
+		if err != nil {
+			return err
 		}
-		switch found.State {
-		case StateDone:
-			if len(response) == 0 {
-				return fmt.Errorf("row is DONE but has no stored response")
-			}
-			found.Outcome = Replay
-			found.Response = response
-		case StateSent, StateReceived:
-			found.Outcome = InProgress
-		case StateUnknown:
-			found.Outcome = Unknown
-		case StateFailed:
+		if found.Outcome == NeedsClaim {
 			var a int64
 			err := tx.queryRow(sqlReclaim, r.GUID).Scan(&a)
 			switch {
@@ -147,8 +133,6 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 				found.Outcome = Owned
 				found.Attempts = int(a)
 			}
-		default:
-			return fmt.Errorf("row has unknown state %q", found.State)
 		}
 		c = found
 		return nil
@@ -158,6 +142,72 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		return Claim{}, fmt.Errorf("ledger: claim %s: %w", r.GUID, err)
 	}
 	return c, nil
+}
+
+// decideExisting is the rule for a row that exists, shared by Claim and
+// Peek so that both check the fingerprint first, on every path: a
+// different request is Reused whatever the state; then DONE → Replay,
+// SENT or RECEIVED → InProgress, UNKNOWN → Unknown, FAILED → NeedsClaim
+// (only a write can take it).
+func decideExisting(r Request, txCode string, state State, rspCode string, request, response []byte, attempts int) (Claim, error) {
+	found := Claim{State: state, RspCode: rspCode, Attempts: attempts}
+	if !sameRequest(txCode, request, r) {
+		found.Outcome = Reused
+		return found, nil
+	}
+	switch state {
+	case StateDone:
+		if len(response) == 0 {
+			return Claim{}, fmt.Errorf("row is DONE but has no stored response")
+		}
+		found.Outcome = Replay
+		found.Response = response
+	case StateSent, StateReceived:
+		found.Outcome = InProgress
+	case StateUnknown:
+		found.Outcome = Unknown
+	case StateFailed:
+		found.Outcome = NeedsClaim
+	default:
+		return Claim{}, fmt.Errorf("row has unknown state %q", state)
+	}
+	return found, nil
+}
+
+// Peek answers a request from a read alone, writing nothing: for a row
+// whose answer needs no claim it is what Claim would answer (Replay,
+// InProgress, Unknown, Reused); for a GUID with no row, or a FAILED row,
+// it is NeedsClaim, since only Claim's write can give the request the
+// GUID. It reads through the read connections, so it answers while the
+// writer cannot write (a full disk, a read-only database) and costs no
+// commit. What it reads may be overtaken by a concurrent claim; every
+// outcome it gives is still true of the request at the time of the read,
+// and none lets the core be called.
+func (l *Ledger) Peek(ctx context.Context, r Request) (Claim, error) {
+	if err := r.validate(); err != nil {
+		return Claim{}, fmt.Errorf("ledger: peek %s: %w", r.GUID, err)
+	}
+	if l.isClosed.Load() {
+		return Claim{}, fmt.Errorf("ledger: peek %s: %w", r.GUID, ErrClosed)
+	}
+	var (
+		txCode, state, rspCode nullString
+		request, response      []byte
+		attempts               nullInt
+	)
+	err := l.st.read().queryRow(ctx, sqlClaimExisting, r.GUID).Scan(&txCode, &state, &rspCode, &request, &response, &attempts)
+	if errors.Is(err, errNoRows) {
+		return Claim{Outcome: NeedsClaim}, nil
+	}
+	if err == nil {
+		var c Claim
+		c, err = decideExisting(r, txCode.String, State(state.String), rspCode.String, request, response, int(attempts.Int64))
+		if err == nil {
+			return c, nil
+		}
+	}
+	l.countError(opRead, err)
+	return Claim{}, fmt.Errorf("ledger: peek %s: %w", r.GUID, err)
 }
 
 // Finish records the outcome of an owned request: SENT → to (DONE, UNKNOWN

@@ -57,6 +57,9 @@ const (
 	// Reused: the GUID is known with a different TX_CODE or body; answer
 	// GUID_REUSED and change nothing.
 	Reused
+	// NeedsClaim (Peek only): no row, or a FAILED row; only Claim can
+	// give the request the GUID. Never call the core on it.
+	NeedsClaim
 )
 
 func (o ClaimOutcome) String() string {
@@ -71,6 +74,8 @@ func (o ClaimOutcome) String() string {
 		return "Unknown"
 	case Reused:
 		return "Reused"
+	case NeedsClaim:
+		return "NeedsClaim"
 	}
 	return fmt.Sprintf("ClaimOutcome(%d)", int(o))
 }

@@ -50,6 +50,7 @@ type Metrics struct {
 	BatchRows *prometheus.CounterVec
 
 	links     *linkMetrics
+	admit     *admitMetrics
 	settle    *settleMetrics
 	frames    *children[prometheus.Counter]
 	coreCalls *children[prometheus.Observer]
@@ -91,6 +92,7 @@ func New() *Metrics {
 	reg.MustRegister(m.Frames, m.CoreCalls, m.InFlight, m.OpenConns, m.RejectedConns, m.BatchRows,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.links = newLinkMetrics(reg)
+	m.admit = newAdmitMetrics(reg)
 	m.settle = newSettleMetrics(reg)
 	m.frames = newChildren(func(tx, rsp string) prometheus.Counter { return m.Frames.WithLabelValues(tx, rsp) })
 	m.coreCalls = newChildren(func(tx, outcome string) prometheus.Observer { return m.CoreCalls.WithLabelValues(tx, outcome) })

@@ -24,20 +24,21 @@ func (s *Server) callCore(call *corecall.Prepared) (res corecall.Result, sent bo
 	return res, true
 }
 
-// verdict is what a call says about the core: only a call that could not
-// connect or that timed out counts against it. Any answer — B2xx, E500,
-// a 200 that does not decode — means the core is there. A connection
-// refused on a reused keep-alive connection, or a call cut short by a
-// stopping relay, says nothing either way.
+// verdict is what a call says about the core: a call that could not
+// connect says the most (a run of them opens the breaker), one that timed
+// out counts towards the failure rate only (package breaker). Any answer —
+// B2xx, E500, a 200 that does not decode — means the core is there. A
+// connection refused on a reused keep-alive connection, or a call cut
+// short by a stopping relay, says nothing either way.
 func (s *Server) verdict(res corecall.Result) breaker.Verdict {
 	switch {
 	case context.Cause(s.base) != nil:
 		return breaker.Excluded
-	case errors.Is(res.Err, context.DeadlineExceeded):
-		return breaker.Failure
 	case res.Source == generated.SourceConnectFail && res.ConnReused:
 		return breaker.Excluded
 	case res.Source == generated.SourceConnectFail:
+		return breaker.ConnectFailure
+	case errors.Is(res.Err, context.DeadlineExceeded):
 		return breaker.Failure
 	}
 	return breaker.Success
@@ -48,7 +49,7 @@ func (s *Server) verdict(res corecall.Result) breaker.Verdict {
 // core. Half-open is ready: the probe needs a frame.
 func (s *Server) breakerReady() error {
 	if s.breaker.State() == breaker.Open {
-		return fmt.Errorf("relay: core breaker open for %s: %d calls in a row failed to connect or timed out", s.breaker.Name(), s.breaker.Failures())
+		return fmt.Errorf("relay: core breaker open for %s: %s", s.breaker.Name(), s.breaker.Why())
 	}
 	return nil
 }

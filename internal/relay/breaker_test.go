@@ -64,7 +64,7 @@ func TestBreakerOpensOnTimeoutsAndAProbeClosesIt(t *testing.T) {
 	const timeout = time.Second
 	core := startSickCore(t)
 	changes := make(chan breaker.State, 16)
-	br, err := breaker.New(breaker.Settings{Name: core.srv.URL, Failures: failures, Cooldown: cooldown,
+	br, err := breaker.New(breaker.Settings{Name: core.srv.URL, Failures: failures, Cooldown: cooldown, MinCalls: failures,
 		OnChange: func(_ string, _, to breaker.State) { changes <- to }})
 	assert.NilError(t, err)
 	oe := startObserved(t, observed{coreURL: core.srv.URL, metrics: true, more: func(c *envConfig) {

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"lhrelay/internal/admit"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
@@ -72,6 +73,8 @@ type frameState struct {
 	err          error                  // the rejection's, the claim's or the core call's error
 	called       bool                   // the core was called; res holds the result
 	res          corecall.Result
+	permit       admit.Permit // the admitted call's slot, while admitted
+	admitted     bool         // permit holds a slot not yet released
 }
 
 func (s *Server) at(st stage) {
@@ -134,15 +137,23 @@ func (c *conn) process(st *frameState) []byte {
 		return c.reject(st, generated.SourceBadFrame, "body does not fit the core API", err)
 	}
 
+	lreq := ledger.Request{GUID: st.hdr.GUID, TxCode: tx.Code, Frame: frame, Body: frame[generated.HeaderLen:]}
+	// Admission comes before the claim (package comment, Overload): a
+	// frame shed here has written nothing.
+	st.permit, err = s.limiter.Acquire()
+	if err != nil {
+		s.callShed(err)
+		return c.answerFromRead(st, lreq, err)
+	}
+	st.admitted = true
+	s.callAdmitted(st.permit.Waited)
+	defer c.release(st, admit.Ignored)
+
 	if s.ledger != nil {
-		claim, err := s.ledger.Claim(s.base, ledger.Request{
-			GUID: st.hdr.GUID, TxCode: tx.Code, Frame: frame, Body: frame[generated.HeaderLen:],
-		})
+		claim, err := s.ledger.Claim(s.base, lreq)
 		if err != nil {
-			// Nothing was sent: E902 is the truth (package comment).
-			st.err = err
-			s.log.Error("ledger claim failed; answering CONNECT_FAIL, nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
-			return c.answer(st, generated.SourceConnectFail)
+			s.log.Error("ledger claim failed; answering from the row as read, or CONNECT_FAIL: nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
+			return c.answerFromRead(st, lreq, err)
 		}
 		st.claim, st.state, st.attempts = claim.Outcome, claim.State, claim.Attempts
 		if claim.Outcome != ledger.Owned {
@@ -158,6 +169,7 @@ func (c *conn) process(st *frameState) []byte {
 	st.stage = stageCalling
 	s.at(stageCalling)
 	res, sent := s.callCore(call)
+	c.release(st, s.sample(res, sent))
 
 	rec, src := outcome.OfCall(c.out[:0], &st.hdr, res, s.now())
 	out := rec.Response

@@ -21,6 +21,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
+	"lhrelay/internal/admit"
 	"lhrelay/internal/breaker"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
@@ -119,6 +120,7 @@ type envConfig struct {
 	allow          []netip.Prefix // Config.Allow
 	coreTLS        *tls.Config    // the core client's (corecall.Config.TLS)
 	breaker        *breaker.Breaker
+	limiter        *admit.Limiter
 	// logger builds the relay's logger over the env's log buffer; nil: a
 	// text handler at debug level.
 	logger func(buf *testutil.SyncBuffer) *slog.Logger
@@ -167,6 +169,7 @@ func startEnv(t *testing.T, cfg envConfig) *env {
 		TLS:          cfg.tls,
 		Allow:        cfg.allow,
 		Breaker:      cfg.breaker,
+		Limiter:      cfg.limiter,
 	}
 	if cfg.metrics != nil { // not a nil *Metrics in a non-nil interface
 		rc.Metrics = cfg.metrics

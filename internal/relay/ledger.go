@@ -12,6 +12,10 @@ import (
 type Ledger interface {
 	// Claim takes the GUID for a validated request, or says why not.
 	Claim(ctx context.Context, r ledger.Request) (ledger.Claim, error)
+	// Peek answers a request from a read alone, writing nothing
+	// (ledger.Peek): for a frame that may not claim (shed, or a claim
+	// that could not be written).
+	Peek(ctx context.Context, r ledger.Request) (ledger.Claim, error)
 	// Finish records the outcome of an owned request: SENT → to.
 	Finish(ctx context.Context, guid string, o ledger.Outcome) error
 	// FinishLater is Finish without the wait: it queues the outcome

@@ -32,6 +32,11 @@ type Metrics interface {
 	ConnRejected()
 	// ConnNotAllowed counts a connection refused by Allow.
 	ConnNotAllowed()
+	// CallShed counts a frame the limiter did not admit to a core call,
+	// by reason (admit.Reason).
+	CallShed(reason string)
+	// CallAdmitted observes how long an admitted call waited for its slot.
+	CallAdmitted(wait time.Duration)
 	// TLSHandshakeFailed counts a channel connection closed because its
 	// TLS handshake failed.
 	TLSHandshakeFailed()

@@ -561,6 +561,11 @@ func (b *brokenLedger) Claim(ctx context.Context, r ledger.Request) (ledger.Clai
 	return ledger.Claim{Outcome: ledger.Owned, Attempts: 1}, nil
 }
 
+// Peek finds no row: the GUID needs a claim.
+func (b *brokenLedger) Peek(ctx context.Context, r ledger.Request) (ledger.Claim, error) {
+	return ledger.Claim{Outcome: ledger.NeedsClaim}, nil
+}
+
 func (b *brokenLedger) Finish(ctx context.Context, guid string, o ledger.Outcome) error {
 	b.finished <- o.RspCode
 	return b.finishErr

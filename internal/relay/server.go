@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"lhrelay/internal/admit"
 	"lhrelay/internal/breaker"
 	"lhrelay/internal/corecall"
 )
@@ -71,6 +72,10 @@ type Config struct {
 	// Breaker, when set, stops calling a core that keeps failing to
 	// connect or timing out (see callCore). Nil means every call is made.
 	Breaker *breaker.Breaker
+	// Limiter, when set, bounds the core calls in flight and sheds the
+	// frames it does not admit (package comment, Overload). Nil admits
+	// every call.
+	Limiter *admit.Limiter
 	// Allow, when not empty, lists the networks channels may connect from;
 	// a connection from elsewhere is closed unread (see allowed).
 	Allow []netip.Prefix
@@ -91,6 +96,7 @@ type Server struct {
 	tls           *tls.Config    // nil: plain TCP
 	allow         []netip.Prefix // empty: every address
 	breaker       *breaker.Breaker
+	limiter       *admit.Limiter // nil: every call admitted
 
 	// base is the parent of every claim and core call. It is cancelled only
 	// by a hard stop, never by a graceful one: frames in flight finish.
@@ -145,6 +151,7 @@ func New(cfg Config) (*Server, error) {
 		tls:           cfg.TLS,
 		allow:         cfg.Allow,
 		breaker:       cfg.Breaker,
+		limiter:       cfg.Limiter,
 		listeners:     map[net.Listener]struct{}{},
 		conns:         map[*conn]struct{}{},
 		recording:     newRecordings(),
