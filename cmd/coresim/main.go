@@ -1,6 +1,6 @@
 // Command coresim serves the core banking simulator (SPEC §8) over HTTP:
 //
-//	coresim --port 9201 [--listen ADDR] [--delay SECONDS] [--limit N] [--accounts FILE] [--log FILE]
+//	coresim --port 9201 [--listen ADDR] [--delay SECONDS] [--max-concurrent N] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE]
 //
 // Once it listens it prints one line to standard output,
 //
@@ -42,9 +42,11 @@ type options struct {
 	limit    int64
 	accounts string
 	logPath  string
+	maxConc  int
+	service  time.Duration
 }
 
-const usageText = `usage: coresim [--port P] [--listen ADDR] [--delay SECONDS] [--limit N] [--accounts FILE] [--log FILE]
+const usageText = `usage: coresim [--port P] [--listen ADDR] [--delay SECONDS] [--max-concurrent N] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE]
 
 Serves the core banking simulator (SPEC sections 3 and 8).
 
@@ -61,6 +63,8 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		listen = fs.String("listen", "127.0.0.1", "`address` to listen on: a host (with --port) or host:port")
 	)
 	cliflag.SecondsVar(fs, &o.delay, "delay", coresim.DefaultDelay, "`seconds` a transfer whose memo starts with SLOW waits before posting (e.g. 3, 0.5, 500ms); 0 = no wait")
+	fs.IntVar(&o.maxConc, "max-concurrent", 0, "serve at most `N` requests at once and queue the rest, served in their turn (a core at its capacity); 0 = no bound")
+	cliflag.SecondsVar(fs, &o.service, "service", 0, "`seconds` every request takes while it is served (with --max-concurrent, the capacity is N / service a second); 0 = none")
 	fs.Int64Var(&o.limit, "limit", coresim.DefaultLimit, "largest `amount` of one transfer; more is LIMIT_EXCEEDED")
 	fs.StringVar(&o.accounts, "accounts", "", "CSV `file` of accounts (header bank,acct,balance) instead of the built-in set")
 	fs.StringVar(&o.logPath, "log", "", "append one line per request to `file` (- for standard output)")
@@ -78,6 +82,9 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	if o.limit <= 0 {
 		return o, fmt.Errorf("--limit %d: want a positive amount", o.limit)
 	}
+	if o.maxConc < 0 {
+		return o, fmt.Errorf("--max-concurrent %d: want 0 (no bound) or more", o.maxConc)
+	}
 	return o, nil
 }
 
@@ -92,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
-	cfg := coresim.Config{Delay: o.delay, Limit: o.limit}
+	cfg := coresim.Config{Delay: o.delay, Limit: o.limit, MaxConcurrent: o.maxConc, Service: o.service}
 	if o.delay == 0 {
 		cfg.Delay = -1 // in Config, zero means the default; here the user asked for none
 	}
@@ -137,6 +144,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logger.Info("coresim started",
 		"addr", ln.Addr().String(),
 		"delay", cliflag.FormatSeconds(o.delay)+"s",
+		"max_concurrent", o.maxConc,
+		"service", cliflag.FormatSeconds(o.service)+"s",
 		"limit", o.limit,
 		"accounts", nAccounts,
 		"accounts_file", o.accounts,

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"lhrelay/internal/admit"
 	"lhrelay/internal/breaker"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/generated"
@@ -19,13 +20,24 @@ import (
 	"lhrelay/internal/tlsconf"
 )
 
-// Defaults of the breaker flags (README, "The breaker"): five calls in a
-// row that could not connect or timed out are not bad luck on a healthy
-// core, and ten seconds is long enough to stop a flood of --timeout waits
-// and short enough that a core back up is found soon.
+// Defaults of the breaker flags (README, "The breaker"): five connections
+// refused in a row are not bad luck on a healthy core, and ten seconds is
+// long enough to stop a flood of --timeout waits and short enough that a
+// core back up is found soon. The failure-rate rule's defaults are the
+// breaker package's.
 const (
 	defaultBreakerFailures = 5
 	defaultBreakerCooldown = 10 * time.Second
+)
+
+// Defaults of admission (README, "Overload"): 256 calls in flight is more
+// than a core of ours serves at once, so the adapted limit, not the
+// ceiling, is what binds; 16 to start with, so that a relay started into a
+// flood does not send a slow core more than it can finish in time before
+// the first answers come back.
+const (
+	defaultMaxInflight     = 256
+	defaultInitialInflight = 16
 )
 
 // linkOptions are the flags that secure and guard the links: TLS on both
@@ -37,14 +49,26 @@ type linkOptions struct {
 	allow           []netip.Prefix
 	breakerFailures int
 	breakerCooldown time.Duration
+	breakerWindow   time.Duration
+	breakerMinCalls int
+	breakerRate     float64
+	maxInflight     int
+	fixedInflight   bool
+	admitWait       time.Duration
 }
 
 func (lo *linkOptions) addFlags(fs *flag.FlagSet) {
 	lo.core.AddFlags(fs)
 	lo.channel.AddFlags(fs)
 	fs.StringVar(&lo.allowList, "allow", "", "accept channels only from these networks, `CIDR[,CIDR…]` (default: any); others are closed unread")
-	fs.IntVar(&lo.breakerFailures, "breaker-failures", defaultBreakerFailures, "core calls in a row that could not connect or timed out before the relay stops calling the core for --breaker-cooldown, answering "+string(generated.RspConnectFail)+" at once (0: no breaker)")
+	fs.IntVar(&lo.breakerFailures, "breaker-failures", defaultBreakerFailures, "core calls in a row that could not connect before the relay stops calling the core for --breaker-cooldown, answering "+string(generated.RspConnectFail)+" at once (0: no breaker)")
 	cliflag.SecondsVar(fs, &lo.breakerCooldown, "breaker-cooldown", defaultBreakerCooldown, "`seconds` the core is not called once the breaker opened; then one probe call at a time decides")
+	cliflag.SecondsVar(fs, &lo.breakerWindow, "breaker-window", breaker.DefaultWindow, "`seconds` over which the breaker's failure rate is counted")
+	fs.IntVar(&lo.breakerMinCalls, "breaker-min-calls", breaker.DefaultMinCalls, "calls the --breaker-window must hold before its failure rate can open the breaker")
+	fs.Float64Var(&lo.breakerRate, "breaker-rate", breaker.DefaultRate, "`share` (0 to 1] of the calls in --breaker-window that could not connect or timed out which opens the breaker")
+	fs.IntVar(&lo.maxInflight, "max-inflight", defaultMaxInflight, "most core calls in flight at once; the limit adapts below it to the core's latency, and a frame not admitted within --admit-wait is answered "+string(generated.RspConnectFail)+", nothing sent (0: no admission)")
+	fs.BoolVar(&lo.fixedInflight, "fixed-inflight", false, "keep the limit at --max-inflight instead of adapting it to the core's latency")
+	cliflag.PositiveSecondsVar(fs, &lo.admitWait, "admit-wait", admit.DefaultMaxWait, "`seconds` a frame may wait for a core call slot before it is answered "+string(generated.RspConnectFail))
 }
 
 // check validates the flags; coreURL is --core.
@@ -62,6 +86,18 @@ func (lo *linkOptions) check(coreURL string) error {
 	if lo.breakerFailures > 0 && lo.breakerCooldown <= 0 {
 		return fmt.Errorf("--breaker-cooldown must be more than 0 (or --breaker-failures 0)")
 	}
+	if lo.breakerWindow <= 0 {
+		return fmt.Errorf("--breaker-window must be more than 0")
+	}
+	if lo.breakerMinCalls < 1 {
+		return fmt.Errorf("--breaker-min-calls %d: want at least 1", lo.breakerMinCalls)
+	}
+	if !(lo.breakerRate > 0 && lo.breakerRate <= 1) {
+		return fmt.Errorf("--breaker-rate %v: want more than 0 and at most 1", lo.breakerRate)
+	}
+	if lo.maxInflight < 0 {
+		return fmt.Errorf("--max-inflight %d: want 0 (off) or more", lo.maxInflight)
+	}
 	if _, err := lo.core.Config(coreURL); err != nil {
 		return err
 	}
@@ -74,9 +110,12 @@ type links struct {
 	coreTLS    *tls.Config
 	channelTLS *tlsconf.Server // nil: plain TCP
 	breaker    *breaker.Breaker
+	limiter    *admit.Limiter // nil: no admission
 }
 
-func (lo *linkOptions) build(coreURL string, log *slog.Logger) (*links, error) {
+// build makes what the flags describe; timeout is --timeout, the bound
+// admission keeps calls within.
+func (lo *linkOptions) build(coreURL string, timeout time.Duration, log *slog.Logger) (*links, error) {
 	var l links
 	var err error
 	if l.coreTLS, err = lo.core.Config(coreURL); err != nil {
@@ -87,13 +126,21 @@ func (lo *linkOptions) build(coreURL string, log *slog.Logger) (*links, error) {
 			return nil, err
 		}
 	}
+	l.limiter, err = admit.New(admit.Settings{
+		Max: lo.maxInflight, Initial: min(defaultInitialInflight, lo.maxInflight), Fixed: lo.fixedInflight,
+		Timeout: timeout, MaxWait: lo.admitWait,
+	})
+	if err != nil {
+		return nil, err
+	}
 	l.breaker, err = breaker.New(breaker.Settings{
 		Name: coreURL, Failures: lo.breakerFailures, Cooldown: lo.breakerCooldown,
+		Window: lo.breakerWindow, MinCalls: lo.breakerMinCalls, Rate: lo.breakerRate,
 		OnChange: func(core string, from, to breaker.State) {
 			switch to {
 			case breaker.Open:
 				log.Error("core breaker open: not calling the core; frames are answered "+string(generated.RspConnectFail)+" at once",
-					"core", core, "from", from.String(), "failures", lo.breakerFailures, "cooldown", cliflag.FormatSeconds(lo.breakerCooldown)+"s")
+					"core", core, "from", from.String(), "why", l.breaker.Why(), "cooldown", cliflag.FormatSeconds(lo.breakerCooldown)+"s")
 			case breaker.HalfOpen:
 				log.Warn("core breaker half-open: the next call is a probe", "core", core)
 			default:

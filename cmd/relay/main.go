@@ -190,7 +190,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)
-	lk, err := o.links.build(o.core, log)
+	lk, err := o.links.build(o.core, o.timeout, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "relay: %v\n", err)
 		return 2
@@ -228,12 +228,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		TLS:          lk.serverConfig(),
 		Allow:        o.links.allow,
 		Breaker:      lk.breaker,
+		Limiter:      lk.limiter,
 	}
 	var m *metrics.Metrics
 	if o.metricsAddr != "" {
 		m = metrics.New()
 		m.WatchLedger(led)
 		m.WatchBreaker(lk.breaker)
+		m.WatchLimiter(o.core, lk.limiter)
 		m.SettleEvery(o.settle.every)
 		cfg.Metrics = m
 	}
@@ -291,6 +293,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"allow", o.links.allowList,
 		"breaker_failures", o.links.breakerFailures,
 		"breaker_cooldown", cliflag.FormatSeconds(o.links.breakerCooldown)+"s",
+		"breaker_window", cliflag.FormatSeconds(o.links.breakerWindow)+"s",
+		"breaker_min_calls", o.links.breakerMinCalls,
+		"breaker_rate", o.links.breakerRate,
+		"max_inflight", o.links.maxInflight,
+		"fixed_inflight", o.links.fixedInflight,
+		"admit_wait", cliflag.FormatSeconds(o.links.admitWait)+"s",
 		"settle_every", cliflag.FormatSeconds(o.settle.every)+"s",
 		"settle_min_age", cliflag.FormatSeconds(o.settle.minAge)+"s",
 		"stale_sent", cliflag.FormatSeconds(o.settle.staleSent)+"s",

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,6 +36,16 @@ type Config struct {
 	// Now is the core's clock, used for postedAt, asOf and the log's time
 	// stamps. Nil means time.Now.
 	Now func() time.Time
+	// MaxConcurrent, when above zero, is how many requests to /v1/ the core
+	// serves at once (SPEC §8, --max-concurrent); the rest queue, first
+	// come first served, and are served in their turn even if their caller
+	// has gone, as a real core that has received a request does. Zero
+	// means no bound.
+	MaxConcurrent int
+	// Service is how long each request to /v1/ takes while it holds its
+	// place (a core's own work), so that MaxConcurrent / Service is the
+	// core's capacity. SetService changes it while serving.
+	Service time.Duration
 }
 
 // Stats are the statistics served by GET /_stats.
@@ -51,6 +62,11 @@ type Server struct {
 	now   func() time.Time
 	mux   *http.ServeMux
 	log   *requestLog // nil: no request log
+
+	// gate holds one token per request being served when MaxConcurrent is
+	// set; nil: no bound.
+	gate    chan struct{}
+	service atomic.Int64 // nanoseconds each /v1/ request takes
 
 	// mu guards the books: balances, postings, the transaction counter and
 	// the wait channel. Check-and-debit happens entirely under it.
@@ -122,6 +138,10 @@ func New(cfg Config) *Server {
 	if cfg.Log != nil {
 		s.log = newRequestLog(cfg.Log)
 	}
+	if cfg.MaxConcurrent > 0 {
+		s.gate = make(chan struct{}, cfg.MaxConcurrent)
+	}
+	s.service.Store(int64(cfg.Service))
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/transfers", s.postTransfer)
@@ -134,12 +154,33 @@ func New(cfg Config) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		s.serveInTurn()
+	}
 	if s.log == nil {
 		s.mux.ServeHTTP(w, r)
 		return
 	}
 	s.serveLogged(w, r)
 }
+
+// serveInTurn waits for a place among MaxConcurrent (deliberately not
+// watching the caller's context: a queued request is served in its turn)
+// and spends the service time in it. The handler then runs after the
+// place is given back; its own work is microseconds.
+func (s *Server) serveInTurn() {
+	if s.gate != nil {
+		s.gate <- struct{}{}
+		defer func() { <-s.gate }()
+	}
+	if d := time.Duration(s.service.Load()); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// SetService changes how long each request to /v1/ takes from now on (a
+// core whose latency rises for a while).
+func (s *Server) SetService(d time.Duration) { s.service.Store(int64(d)) }
 
 // Stats returns a copy of the statistics.
 func (s *Server) Stats() Stats {

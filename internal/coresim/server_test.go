@@ -496,3 +496,25 @@ func TestDefaultAccounts(t *testing.T) {
 		{Bank: "LHB", Acct: acctHuge, Balance: 100_000_000},
 	})
 }
+
+// TestMaxConcurrent: with two places and 50 ms a request, six requests at
+// once take three turns (at least 150 ms in all, where unbounded they would
+// take one), and every one of them is served.
+func TestMaxConcurrent(t *testing.T) {
+	const service = 50 * time.Millisecond
+	sim, url := start(t, coresim.Config{MaxConcurrent: 2, Service: service, Accounts: []coresim.Account{{Bank: "LHB", Acct: acctRich, Balance: 1_000_000}}})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			a := post(t, url, transfer(guid(9000+i), 100, "queued"))
+			assert.Equal(t, a.status, http.StatusOK, a.raw)
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	assert.Assert(t, took >= 3*service, "six requests two at a time took %v", took)
+	for i := range 6 {
+		assert.Equal(t, sim.PostCount(guid(9000+i)), 1)
+	}
+}
