@@ -18,14 +18,20 @@
 // latency of the calls it admitted, aiming at a target of half the call
 // timeout: a call's latency is its wait in the core's queue plus its
 // service time, and while the core queues, latency grows with the calls
-// in flight. Each finished call moves a smoothed latency (EWMA) and then
-// the limit towards limit × target / latency, by a small step (gain) and
-// by at most a factor of two: a core that answers within the target lets
-// the limit grow (only while the limit is in use: an idle limit proves
-// nothing), one that answers past it shrinks it in proportion. A call
-// that timed out counts as taking the whole timeout. The target keeps a
-// margin of half the timeout for the spread of latencies around their
-// mean: calls near the mean finish long before the timeout.
+// in flight. The recent latency is a moving average (EWMA) of the calls'
+// latencies, each counted at most at twice the average so far: queueing
+// moves every call, and the average follows it within a few dozen calls
+// (a tenfold rise in about 25), while a few individually slow transfers
+// among fast ones (a burst of them, even timing out) barely move it, and
+// must not make the relay shed the fast ones. A median over a window was
+// tried and lags: the limit overshot before the median moved.
+// Each finished call moves the limit towards limit × target / latency,
+// by a small step (gain) and by at most a factor of two: a core that
+// answers within the target lets the limit grow (only while the limit is
+// in use: an idle limit proves nothing), one that answers past it shrinks
+// it in proportion. A call that timed out counts as taking the whole
+// timeout. The target keeps a margin of half the timeout for the spread
+// of latencies around the median.
 //
 // This is Netflix's gradient idea (limit × ratio of latencies) with the
 // call timeout, the one bound that matters to us, as the reference instead
@@ -133,8 +139,11 @@ const (
 	// gain is how far one finished call moves the limit towards its
 	// proposal: about twenty calls to get most of the way.
 	gain = 0.05
-	// alpha is the weight of one call in the smoothed latency.
+	// alpha is the weight of one call in the moving average.
 	alpha = 0.1
+	// outlier caps one call's latency at this many times the average, so
+	// that a few slow calls do not look like queueing.
+	outlier = 2
 )
 
 // Limiter admits calls to one core. A nil *Limiter admits every call at
@@ -149,7 +158,7 @@ type Limiter struct {
 	mu       sync.Mutex
 	limit    float64
 	inFlight int
-	latency  float64    // smoothed, in seconds; 0 until the first call
+	latency  float64    // moving average, in seconds; 0 until the first call
 	waiters  *list.List // of *waiter, oldest first
 
 	// Mirrors for the metrics' reads, which must not take mu.
@@ -308,13 +317,13 @@ func (p Permit) Done(s Sample) {
 	l.releaseLocked()
 }
 
-// observeLocked moves the smoothed latency and the limit by one call.
+// observeLocked moves the recent latency and the limit by one call.
 func (l *Limiter) observeLocked(d time.Duration) {
 	sec := d.Seconds()
 	if l.latency == 0 {
 		l.latency = sec
 	} else {
-		l.latency += alpha * (sec - l.latency)
+		l.latency += alpha * (min(sec, outlier*l.latency) - l.latency)
 	}
 	if l.fixed {
 		return
@@ -339,7 +348,7 @@ func (l *Limiter) Limit() int { return int(l.limitN.Load()) }
 // Max is the ceiling of the limit (--max-inflight).
 func (l *Limiter) Max() int { return l.max }
 
-// Latency is the smoothed latency of the recent calls.
+// Latency is the moving average of the recent calls' latencies.
 func (l *Limiter) Latency() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,0 +1,330 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/admit"
+	"lhrelay/internal/batch"
+	"lhrelay/internal/breaker"
+	"lhrelay/internal/corecall"
+	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+)
+
+func newLimiter(t *testing.T, s admit.Settings) *admit.Limiter {
+	t.Helper()
+	l, err := admit.New(s)
+	assert.NilError(t, err)
+	return l
+}
+
+// codeCounts counts answers by code, safe for concurrent use.
+type codeCounts struct {
+	mu     sync.Mutex
+	n      map[string]int
+	byCode map[string][]string // GUIDs by the code they were answered
+}
+
+func (c *codeCounts) add(code, guid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n, c.byCode = map[string]int{}, map[string][]string{}
+	}
+	c.n[code]++
+	c.byCode[code] = append(c.byCode[code], guid)
+}
+
+// TestOverloadShedsInsteadOfUnknowns: a core serving 4 at a time in 50 ms
+// (80 transfers/s) offered twice that by 48 channels, each sending a new
+// GUID every 300 ms, for 2 s. Frames the core cannot finish in time are
+// answered E902 at once with nothing sent (the core never saw them, no row
+// was written); E901s are at most 2 % of the GUIDs (none expected); the
+// core is kept busy; nothing is posted twice.
+func TestOverloadShedsInsteadOfUnknowns(t *testing.T) {
+	const (
+		timeout  = 300 * time.Millisecond
+		service  = 50 * time.Millisecond
+		capacity = 4
+		channels = 48
+		period   = 300 * time.Millisecond
+		runFor   = 2 * time.Second
+	)
+	sim := coresim.New(coresim.Config{MaxConcurrent: capacity, Service: service, Accounts: []coresim.Account{{Bank: "LHB", Acct: acctRich, Balance: 1_000_000_000_000}}})
+	lim := newLimiter(t, admit.Settings{Max: 64, Initial: capacity, Timeout: timeout})
+	e := startEnv(t, envConfig{core: sim, ledger: true, timeout: timeout, limiter: lim})
+
+	var counts codeCounts
+	stop := time.Now().Add(runFor)
+	var wg sync.WaitGroup
+	for i := range channels {
+		wg.Go(func() {
+			c := e.dial()
+			// Channels spread over the period, as independent channels
+			// are; in step, they would arrive in bursts of 48.
+			<-time.After(time.Duration(i) * period / channels)
+			tick := time.NewTicker(period)
+			defer tick.Stop()
+			for time.Now().Before(stop) {
+				guid := newGUID()
+				counts.add(e.send(c, transferFrame(t, guid, amount(1))).code(), guid)
+				<-tick.C
+			}
+		})
+	}
+	wg.Wait()
+	e.srv.WaitRecorded()
+
+	total := 0
+	for _, n := range counts.n {
+		total += n
+	}
+	t.Logf("answers by code: %v of %d (limit now %d)", counts.n, total, lim.Limit())
+	shed := counts.byCode[string(generated.RspConnectFail)]
+	assert.Assert(t, len(shed) > 0, "a core at half the offered load must shed: %v", counts.n)
+	assert.Assert(t, counts.n[string(generated.RspReadTimeout)]*50 <= total, "E901 over 2%% of GUIDs: %v", counts.n)
+	done := counts.n[string(generated.RspHTTP200)]
+	assert.Assert(t, float64(done) >= 0.5*capacity/service.Seconds()*runFor.Seconds(), "goodput %d in %v", done, runFor)
+	for _, guid := range shed {
+		assert.Equal(t, sim.PostCount(guid), 0, "E902 for a transfer the core received: %s", guid)
+		e.noRow(guid)
+	}
+	for guid, n := range sim.Stats().ByGUID {
+		assert.Assert(t, n <= 1, "%s posted %d times", guid, n)
+	}
+}
+
+// heldCore is a core that holds each transfer until released, announcing
+// its arrival; lookups and everything else go straight to the simulator.
+func heldCore(sim *coresim.Server, g *gate) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			g.ServeHTTP(w, r)
+			return
+		}
+		sim.ServeHTTP(w, r)
+	})
+}
+
+// TestShedFramesAreAnsweredFromTheRow: with the one slot taken by a call
+// the core holds, every frame that needs a call is shed; each is answered
+// by its row as read: a DONE GUID replayed byte for byte, an UNKNOWN one
+// E901, a SENT one E903, a different request E904, a FAILED one E902 (the
+// row left FAILED/E902 for reprocess, which later sends it once), a new
+// GUID E902 with no row written. The core sees none of them.
+func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
+	sim := simCore(0)
+	g := newGate(sim)
+	lim := newLimiter(t, admit.Settings{Max: 1, Fixed: true, Timeout: 5 * time.Second})
+	e := startEnv(t, envConfig{core: heldCore(sim, g), ledger: true, limiter: lim})
+	ctx := context.Background()
+
+	// Rows in each state, made before the slot is taken.
+	g.open()
+	done := newGUID()
+	doneAnswer := e.roundTrip(transferFrame(t, done))
+	assert.Equal(t, doneAnswer.code(), string(generated.RspHTTP200))
+	claimed := func(guid string) {
+		f := transferFrame(t, guid)
+		c, err := e.led.Claim(ctx, ledger.Request{GUID: guid, TxCode: "BKTR0001", Frame: f, Body: f[generated.HeaderLen:]})
+		assert.NilError(t, err)
+		assert.Equal(t, c.Outcome, ledger.Owned)
+	}
+	unknown, failed, sent := newGUID(), newGUID(), newGUID()
+	claimed(unknown)
+	assert.NilError(t, e.led.Finish(ctx, unknown, ledger.Outcome{State: ledger.StateUnknown, RspCode: string(generated.RspReadTimeout)}))
+	claimed(failed)
+	assert.NilError(t, e.led.Finish(ctx, failed, ledger.Outcome{State: ledger.StateFailed, RspCode: string(generated.RspConnectFail)}))
+	claimed(sent)
+
+	// Take the only slot with a call the core holds.
+	g2 := newGate(sim)
+	e.core.Config.Handler = heldCore(sim, g2)
+	holder := newGUID()
+	held := make(chan answer, 1)
+	go func() { held <- e.roundTrip(transferFrame(t, holder)) }()
+	g2.waitArrival(t)
+	postsBefore := sim.Stats().Calls
+
+	start := time.Now()
+	again := e.roundTrip(transferFrame(t, done))
+	assert.Equal(t, again.code(), string(generated.RspHTTP200))
+	assert.DeepEqual(t, again.raw, doneAnswer.raw)
+	assert.Equal(t, e.roundTrip(transferFrame(t, unknown)).code(), string(generated.RspReadTimeout))
+	assert.Equal(t, e.roundTrip(transferFrame(t, sent)).code(), string(generated.RspInProgress))
+	assert.Equal(t, e.roundTrip(transferFrame(t, done, amount(7))).code(), string(generated.RspGUIDReused))
+	assert.Equal(t, e.roundTrip(transferFrame(t, failed)).code(), string(generated.RspConnectFail))
+	fresh := newGUID()
+	assert.Equal(t, e.roundTrip(transferFrame(t, fresh)).code(), string(generated.RspConnectFail))
+	t.Logf("six shed frames answered in %v", time.Since(start))
+	assert.Equal(t, sim.Stats().Calls, postsBefore, "a shed frame reached the core")
+	e.noRow(fresh)
+	row := e.row(failed)
+	assert.Equal(t, row.State, ledger.StateFailed)
+	assert.Equal(t, row.RspCode, string(generated.RspConnectFail))
+	assert.Equal(t, row.Attempts, 1, "a shed frame re-claims nothing")
+	assert.Assert(t, strings.Contains(e.log.String(), "not admitted"))
+
+	g2.open()
+	assert.Equal(t, (<-held).code(), string(generated.RspHTTP200))
+
+	// reprocess sends the FAILED row once.
+	client, err := corecall.New(corecall.Config{BaseURL: e.core.URL})
+	assert.NilError(t, err)
+	sum, err := batch.Reprocess(ctx, e.led, client, batch.ReprocessConfig{MaxAttempts: 3, Now: time.Now(), Log: slog.New(slog.DiscardHandler)})
+	assert.NilError(t, err, "summary %v", sum)
+	row = e.row(failed)
+	assert.Equal(t, row.State, ledger.StateDone)
+	assert.Equal(t, sim.PostCount(failed), 1)
+}
+
+// TestSlowTransfersAmongFastOnesDoNotOpenTheBreaker: 8 channels send
+// transfers the core answers after the timeout (E901, each one), while 24
+// channels send transfers it answers at once; the breaker stays closed
+// and the fast transfers are posted (none times out; a few may be shed
+// while the slow ones hold their slots). (A core that refuses connections
+// still opens it: TestBreakerConnectFailures.)
+func TestSlowTransfersAmongFastOnesDoNotOpenTheBreaker(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	sim := coresim.New(coresim.Config{Delay: 400 * time.Millisecond, Accounts: []coresim.Account{{Bank: "LHB", Acct: acctRich, Balance: 1_000_000_000_000}}})
+	br, err := breaker.New(breaker.Settings{Name: "core", Failures: 5, Cooldown: time.Minute})
+	assert.NilError(t, err)
+	lim := newLimiter(t, admit.Settings{Max: 256, Initial: 64, Timeout: timeout})
+	e := startEnv(t, envConfig{core: sim, ledger: true, timeout: timeout, breaker: br, limiter: lim})
+
+	var counts codeCounts
+	slowDone := make(chan struct{})
+	var slow, fast sync.WaitGroup
+	for range 8 {
+		slow.Go(func() {
+			c := e.dial()
+			for range 3 {
+				guid := newGUID()
+				// E901 once sent; E902 if admission saw the recent
+				// timeouts and kept it back.
+				a := e.send(c, transferFrame(t, guid, amount(1), memo("SLOW")))
+				assert.Assert(t, a.code() == string(generated.RspReadTimeout) || a.code() == string(generated.RspConnectFail), a.code())
+			}
+		})
+	}
+	for range 24 {
+		fast.Go(func() {
+			c := e.dial()
+			for {
+				select {
+				case <-slowDone:
+					return
+				default:
+				}
+				guid := newGUID()
+				counts.add(e.send(c, transferFrame(t, guid, amount(1))).code(), guid)
+			}
+		})
+	}
+	slow.Wait()
+	close(slowDone)
+	fast.Wait()
+	t.Logf("fast answers: %v", counts.n)
+	t.Logf("shed: limit %d, deadline %d", strings.Count(e.log.String(), "not admitted (limit)"), strings.Count(e.log.String(), "not admitted (deadline)"))
+	assert.Equal(t, br.Opens(), int64(0), "24 timeouts among fast answers opened the breaker")
+	assert.Equal(t, br.State(), breaker.Closed)
+	total := 0
+	for _, n := range counts.n {
+		total += n
+	}
+	assert.Equal(t, counts.n[string(generated.RspReadTimeout)], 0, "a fast transfer timed out")
+	assert.Assert(t, counts.n[string(generated.RspHTTP200)]*100 >= 95*total, "fast transfers: %v", counts.n)
+}
+
+// TestBreakerOpensOnRefusedConnectionsWithAdmission: admission does not
+// hide a dead core from the breaker.
+func TestBreakerOpensOnRefusedConnectionsWithAdmission(t *testing.T) {
+	br, err := breaker.New(breaker.Settings{Name: "core", Failures: 3, Cooldown: time.Minute})
+	assert.NilError(t, err)
+	lim := newLimiter(t, admit.Settings{Max: 8, Timeout: time.Second})
+	e := startEnv(t, envConfig{coreURL: "http://" + closedPort(t), ledger: true, breaker: br, limiter: lim})
+	for range 3 {
+		assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspConnectFail))
+	}
+	assert.Equal(t, br.State(), breaker.Open)
+	assert.Equal(t, lim.InFlight(), 0, "every slot given back")
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on a new directory, unmounted by
+// the test's cleanup. It skips the test where mounting is not allowed.
+func mountTmpfs(t *testing.T, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot mount a tmpfs (%v: %s); the read-only PostgreSQL test covers the same path", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// fill writes a file in dir until the file system is full.
+func fill(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	assert.NilError(t, err)
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	for {
+		if _, err := f.Write(buf[:1]); err != nil {
+			return
+		}
+	}
+}
+
+// TestFullDiskStillReplays: with the ledger's disk full, the claim cannot
+// be written, yet a DONE GUID is replayed byte for byte and an UNKNOWN one
+// answered E901; a new GUID gets E902, and the core is not called for it.
+func TestFullDiskStillReplays(t *testing.T) {
+	dir := mountTmpfs(t, 2<<20)
+	led, err := ledger.Open(filepath.Join(dir, "relay.db"))
+	assert.NilError(t, err)
+	t.Cleanup(func() { led.Close() })
+	sim := simCore(0)
+	e := startEnv(t, envConfig{core: sim, ledgerOverride: led})
+	e.led = led
+
+	done := newGUID()
+	first := e.roundTrip(transferFrame(t, done))
+	assert.Equal(t, first.code(), string(generated.RspHTTP200))
+	e.srv.WaitRecorded()
+
+	fill(t, dir)
+	fresh := newGUID()
+	assert.Equal(t, e.roundTrip(transferFrame(t, fresh)).code(), string(generated.RspConnectFail))
+	assert.Equal(t, sim.PostCount(fresh), 0)
+	for range 3 {
+		again := e.roundTrip(transferFrame(t, done))
+		assert.DeepEqual(t, again.raw, first.raw)
+	}
+	assert.Equal(t, e.roundTrip(transferFrame(t, done, amount(9))).code(), string(generated.RspGUIDReused))
+	assert.Equal(t, sim.PostCount(done), 1)
+	assert.Assert(t, strings.Contains(e.log.String(), "full"), "the claim's error is logged")
+}
