@@ -310,6 +310,7 @@ func (w *worker) send(spec frameSpec, res *Result) {
 	for j, f := range r.plan.vary {
 		w.fields[f.JSON] = strconv.FormatInt(spec.varied[j], 10)
 	}
+	res.GUID = spec.guid
 	req := Request{Tx: r.plan.tx.Code, GUID: spec.guid, SrcOrg: r.cfg.SrcOrg, DstOrg: r.cfg.DstOrg, Fields: w.fields}
 	frame, err := req.AppendFrame(w.buf[:0], time.Now())
 	if err != nil {

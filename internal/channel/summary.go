@@ -16,6 +16,7 @@ import (
 
 // Result is the outcome of one frame of a load run.
 type Result struct {
+	GUID      string
 	Sent      bool // written to a connection
 	Answered  bool // a valid answer came back (it may still be a mismatch)
 	Malformed bool // something came back that is not a valid answer
@@ -50,6 +51,14 @@ type Summary struct {
 	Mismatches int // answered frames whose answer named another GUID or TX_CODE
 	// Codes counts the answered frames by response code.
 	Codes map[generated.RspCode]int
+	// CodeLatency is the answer time of the frames answered with each code
+	// (how fast a refusal such as E902 comes back, beside a posting).
+	CodeLatency map[generated.RspCode]Latency
+	// GUIDs counts the distinct GUIDs by their final code: the answer to
+	// the last frame that carried the GUID (a duplicate resends it). It
+	// is what a back office sees: how many transfers were posted, refused,
+	// left unknown (E901) or never sent (E902).
+	GUIDs map[generated.RspCode]int
 
 	Elapsed  time.Duration
 	TxPerSec float64 // answered frames per second of Elapsed
@@ -67,9 +76,15 @@ func (s Summary) OK() bool {
 
 // Summarize adds up the results of a run that took elapsed.
 func Summarize(results []Result, elapsed time.Duration) Summary {
-	s := Summary{Frames: len(results), Elapsed: elapsed, Codes: make(map[generated.RspCode]int)}
+	s := Summary{Frames: len(results), Elapsed: elapsed, Codes: make(map[generated.RspCode]int),
+		CodeLatency: make(map[generated.RspCode]Latency), GUIDs: make(map[generated.RspCode]int)}
 	var lat []time.Duration
+	byCode := map[generated.RspCode][]time.Duration{}
+	final := map[string]generated.RspCode{} // by GUID, in frame order
 	for _, r := range results {
+		if r.Answered && r.GUID != "" {
+			final[r.GUID] = r.Code
+		}
 		if r.Sent {
 			s.Sent++
 		}
@@ -84,6 +99,7 @@ func Summarize(results []Result, elapsed time.Duration) Summary {
 				s.Mismatches++
 			}
 			lat = append(lat, r.Latency)
+			byCode[r.Code] = append(byCode[r.Code], r.Latency)
 		case r.Malformed:
 			s.Malformed++
 		case r.Err != nil:
@@ -97,6 +113,12 @@ func Summarize(results []Result, elapsed time.Duration) Summary {
 		s.TxPerSec = float64(s.Answered) / elapsed.Seconds()
 	}
 	s.Latency = latencyOf(lat)
+	for c, l := range byCode {
+		s.CodeLatency[c] = latencyOf(l)
+	}
+	for _, c := range final {
+		s.GUIDs[c]++
+	}
 	return s
 }
 
@@ -126,15 +148,19 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 // codeOrder lists the codes of s in the order of the response code table,
 // then any others.
-func (s Summary) codeOrder() []generated.RspCode {
+func (s Summary) codeOrder() []generated.RspCode { return codesOf(s.Codes) }
+
+// codesOf lists the codes counted in n in the order of the response code
+// table, then any others.
+func codesOf(n map[generated.RspCode]int) []generated.RspCode {
 	var out []generated.RspCode
 	for _, src := range generated.Sources() {
-		if c := src.Code(); s.Codes[c] > 0 {
+		if c := src.Code(); n[c] > 0 && !slices.Contains(out, c) {
 			out = append(out, c)
 		}
 	}
-	for _, c := range slices.Sorted(maps.Keys(s.Codes)) {
-		if !slices.Contains(out, c) && s.Codes[c] > 0 {
+	for _, c := range slices.Sorted(maps.Keys(n)) {
+		if !slices.Contains(out, c) && n[c] > 0 {
 			out = append(out, c)
 		}
 	}
@@ -161,11 +187,17 @@ func (s Summary) WriteText(w io.Writer) error {
 		ms(s.Latency.P50), ms(s.Latency.P90), ms(s.Latency.P99), ms(s.Latency.Max), ms(s.Latency.Mean))
 	label := "codes"
 	for _, c := range s.codeOrder() {
-		fmt.Fprintf(tw, "%s\t%s %6d  %s\n", label, c, s.Codes[c], c.Meaning())
+		l := s.CodeLatency[c]
+		fmt.Fprintf(tw, "%s\t%s %6d  p50 %s  p99 %s  %s\n", label, c, s.Codes[c], ms(l.P50), ms(l.P99), c.Meaning())
 		label = ""
 	}
 	if label != "" {
 		fmt.Fprintf(tw, "codes\tnone\n")
+	}
+	label = "GUIDs by final code"
+	for _, c := range codesOf(s.GUIDs) {
+		fmt.Fprintf(tw, "%s\t%s %6d\n", label, c, s.GUIDs[c])
+		label = ""
 	}
 	fmt.Fprintf(tw, "mismatches\t%d\n", s.Mismatches)
 	fmt.Fprintf(tw, "malformed\t%d\n", s.Malformed)
@@ -177,8 +209,10 @@ func (s Summary) WriteText(w io.Writer) error {
 }
 
 type codeCountJSON struct {
-	Count   int    `json:"count"`
-	Meaning string `json:"meaning"`
+	Count   int     `json:"count"`
+	Meaning string  `json:"meaning"`
+	P50Ms   float64 `json:"p50Ms"`
+	P99Ms   float64 `json:"p99Ms"`
 }
 
 type summaryJSON struct {
@@ -193,6 +227,7 @@ type summaryJSON struct {
 	Malformed   int                      `json:"malformed"`
 	Mismatches  int                      `json:"mismatches"`
 	Codes       map[string]codeCountJSON `json:"codes"`
+	GUIDs       map[string]int           `json:"guidsByFinalCode"`
 	ElapsedMs   float64                  `json:"elapsedMs"`
 	TxPerSec    float64                  `json:"txPerSec"`
 	LatencyMs   map[string]float64       `json:"latencyMs"`
@@ -218,7 +253,12 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 		OK:         s.OK(),
 	}
 	for c, n := range s.Codes {
-		j.Codes[string(c)] = codeCountJSON{Count: n, Meaning: c.Meaning()}
+		l := s.CodeLatency[c]
+		j.Codes[string(c)] = codeCountJSON{Count: n, Meaning: c.Meaning(), P50Ms: toMs(l.P50), P99Ms: toMs(l.P99)}
+	}
+	j.GUIDs = make(map[string]int, len(s.GUIDs))
+	for c, n := range s.GUIDs {
+		j.GUIDs[string(c)] = n
 	}
 	return json.Marshal(j)
 }

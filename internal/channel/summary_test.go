@@ -107,9 +107,9 @@ func TestSummarizeCounts(t *testing.T) {
 		"load 200 × BKTR0001 to 127.0.0.1:9200 over 4 connections in 2s",
 		"answered 196 of 200 (sent 198, duplicate GUIDs 40)",
 		"throughput 98.0 tx/s",
-		"codes 0000 182 posted; the body carries the result\n0000",
-		"E903 10 the same GUID is being processed right now",
-		"B201 4 rejected by the core: insufficient funds",
+		"codes 0000 182 p50 2.00ms p99 3.00ms posted; the body carries the result",
+		"E903 10 p50 4.00ms p99 4.00ms the same GUID is being processed right now",
+		"B201 4 p50 1.00ms p99 1.00ms rejected by the core: insufficient funds",
 		"mismatches 2", "malformed 1", "errors 2",
 	} {
 		assert.Assert(t, is.Contains(out, strings.Split(want, "\n")[0]), want)
@@ -140,4 +140,34 @@ func TestSummaryOK(t *testing.T) {
 	s := channel.Summarize(rs, 0)
 	assert.Assert(t, s.OK(), "a non-0000 answer is still an answer")
 	assert.Equal(t, s.TxPerSec, 0.0) // no division by zero
+}
+
+// GUIDs are counted once each, by the answer to the last frame that
+// carried them: a GUID shed (E902) and resent as a duplicate that was then
+// posted counts as posted.
+func TestSummarizeGUIDsByFinalCode(t *testing.T) {
+	frame := func(guid string, ms int, code generated.RspCode) channel.Result {
+		r := answered(ms, code)
+		r.GUID = guid
+		return r
+	}
+	rs := []channel.Result{
+		frame("a", 1, generated.RspConnectFail),
+		frame("b", 1, generated.RspConnectFail),
+		frame("c", 900, generated.RspReadTimeout),
+		frame("d", 50, generated.RspHTTP200),
+		frame("a", 60, generated.RspHTTP200),
+	}
+	s := channel.Summarize(rs, time.Second)
+	assert.DeepEqual(t, s.Codes, map[generated.RspCode]int{
+		generated.RspConnectFail: 2, generated.RspReadTimeout: 1, generated.RspHTTP200: 2,
+	})
+	assert.DeepEqual(t, s.GUIDs, map[generated.RspCode]int{
+		generated.RspConnectFail: 1, generated.RspReadTimeout: 1, generated.RspHTTP200: 2,
+	})
+	assert.Equal(t, s.CodeLatency[generated.RspConnectFail].P99, time.Millisecond)
+	var b strings.Builder
+	assert.NilError(t, s.WriteText(&b))
+	out := squeeze(b.String())
+	assert.Assert(t, is.Contains(out, "GUIDs by final code 0000 2\nE901 1\nE902 1"), out)
 }
