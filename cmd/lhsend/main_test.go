@@ -298,7 +298,8 @@ func TestLoad(t *testing.T) {
 		"load 40 × BKTR0001 to " + r.Addr + " over 3 connections",
 		"answered 40 of 40 (sent 40, duplicate GUIDs 4)",
 		"tx/s", "latency p50 ", "p99 ", "max ",
-		"codes 0000 40 posted; the body carries the result",
+		"codes 0000 40 p50 ", "posted; the body carries the result",
+		"GUIDs by final code 0000 36",
 		"mismatches 0", "malformed 0", "errors 0",
 	} {
 		assert.Assert(t, is.Contains(out, want))
