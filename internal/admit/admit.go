@@ -15,30 +15,42 @@
 // # The limit
 //
 // The limit adapts between 1 and Settings.Max (--max-inflight) to the
-// latency of the calls it admitted, aiming at a target of half the call
-// timeout: a call's latency is its wait in the core's queue plus its
-// service time, and while the core queues, latency grows with the calls
-// in flight. The recent latency is a moving average (EWMA) of the calls'
-// latencies, each counted at most at twice the average so far: queueing
-// moves every call, and the average follows it within a few dozen calls
-// (a tenfold rise in about 25), while a few individually slow transfers
-// among fast ones (a burst of them, even timing out) barely move it, and
-// must not make the relay shed the fast ones. A median over a window was
-// tried and lags: the limit overshot before the median moved.
-// Each finished call moves the limit towards limit × target / latency,
-// by a small step (gain) and by at most a factor of two: a core that
-// answers within the target lets the limit grow (only while the limit is
-// in use: an idle limit proves nothing), one that answers past it shrinks
-// it in proportion. A call that timed out counts as taking the whole
-// timeout. The target keeps a margin of half the timeout for the spread
-// of latencies around the median.
+// latency of the calls it admitted. A call's latency is the core's own
+// time plus its wait in the core's queue, and the queue is made of the
+// calls we sent beyond the core's capacity. The limit aims at a latency
+// of twice the core's latency without a queue (the baseline), never more
+// than half the call timeout and never less than a twentieth of it (a
+// core that fast is no risk: ten times slower, its calls still finish
+// within half the timeout; and the limit must not throttle a fast core
+// whose latency is mostly our own CPU's): a queue about as long as the core's
+// capacity keeps the core busy, and calls in flight then finish within
+// the timeout even if the core slows down several times over at once (a
+// limit aimed at the timeout alone lets the queue grow until a tenfold
+// slowdown turns every call in flight into E901).
+//
+// The baseline is the lowest latency seen over the last 5 to 10 seconds
+// (two buckets of 5 s), so that a core that stays slow is taken at its new
+// speed within seconds. Under constant overload every call queues, and a
+// lowest latency taken only from queued calls would creep up window after
+// window; so when a bucket starts, the limit is halved for one round of
+// calls, the core's queue drains, and the new bucket sees calls that did
+// not queue (BBR's "probe RTT").
+//
+// The recent latency is a moving average (EWMA) of the calls' latencies,
+// each counted at most at twice the average so far: queueing moves every
+// call, and the average follows it within a few dozen calls (a tenfold
+// rise in about 25), while a few individually slow transfers among fast
+// ones (a burst of them, even timing out) barely move it, and must not
+// make the relay shed the fast ones. Each finished call moves the limit
+// towards limit × target / latency, by a small step (gain) and by at most
+// a factor of two: a core that answers within the target lets the limit
+// grow (only while the limit is in use: an idle limit proves nothing),
+// one that answers past it shrinks it in proportion. A call that timed
+// out counts as taking the whole timeout.
 //
 // This is Netflix's gradient idea (limit × ratio of latencies) with the
-// call timeout, the one bound that matters to us, as the reference instead
-// of the lowest latency seen: a core whose latency rises tenfold for a
-// while without queueing (a slow disk) keeps being used at its capacity as
-// long as its calls still finish well inside the timeout, and a core that
-// queues is held at the point where they still do.
+// call timeout as the bound that matters to us on top of the lowest
+// latency.
 //
 // # Admission
 //
@@ -141,6 +153,10 @@ const (
 	gain = 0.05
 	// alpha is the weight of one call in the moving average.
 	alpha = 0.1
+	// tolerance is the latency aimed at, in baselines.
+	tolerance = 2
+	// baseWindow is the length of one of the baseline's two buckets.
+	baseWindow = 5 * time.Second
 	// outlier caps one call's latency at this many times the average, so
 	// that a few slow calls do not look like queueing.
 	outlier = 2
@@ -151,7 +167,8 @@ const (
 type Limiter struct {
 	max     int
 	timeout time.Duration
-	target  time.Duration
+	target  time.Duration // the most latency aimed at: half the timeout
+	floor   time.Duration // the least: a twentieth of the timeout
 	maxWait time.Duration
 	fixed   bool
 
@@ -160,6 +177,13 @@ type Limiter struct {
 	inFlight int
 	latency  float64    // moving average, in seconds; 0 until the first call
 	waiters  *list.List // of *waiter, oldest first
+	// The baseline: the lowest latency of the current bucket and of the
+	// one before (0: none yet), and when the current one started.
+	curMin, prevMin float64
+	bucketStart     time.Time
+	// draining counts down the calls of a round with the limit halved,
+	// after a bucket started.
+	draining int
 
 	// Mirrors for the metrics' reads, which must not take mu.
 	inFlightN atomic.Int64
@@ -186,6 +210,7 @@ func New(s Settings) (*Limiter, error) {
 		max:     s.Max,
 		timeout: s.Timeout,
 		target:  s.Timeout / 2,
+		floor:   s.Timeout / 20,
 		maxWait: s.MaxWait,
 		fixed:   s.Fixed,
 		waiters: list.New(),
@@ -279,8 +304,14 @@ func (l *Limiter) latencyLocked() time.Duration {
 	return time.Duration(l.latency * float64(time.Second))
 }
 
-// slotsLocked is the limit as a whole number of calls, at least 1.
-func (l *Limiter) slotsLocked() int { return max(1, int(l.limit)) }
+// slotsLocked is the limit as a whole number of calls, at least 1;
+// halved while draining.
+func (l *Limiter) slotsLocked() int {
+	if l.draining > 0 {
+		return max(1, int(l.limit)/2)
+	}
+	return max(1, int(l.limit))
+}
 
 func (l *Limiter) takeLocked() {
 	l.inFlight++
@@ -328,13 +359,35 @@ func (l *Limiter) observeLocked(d time.Duration) {
 	if l.fixed {
 		return
 	}
-	ratio := l.target.Seconds() / math.Max(l.latency, 1e-6)
+	if l.draining > 0 {
+		l.draining--
+	}
+	now := time.Now()
+	if now.Sub(l.bucketStart) >= baseWindow {
+		l.prevMin, l.curMin, l.bucketStart = l.curMin, 0, now
+		l.draining = l.slotsLocked()
+	}
+	if l.curMin == 0 || sec < l.curMin {
+		l.curMin = sec
+	}
+	base := l.curMin
+	if l.prevMin > 0 {
+		base = math.Min(base, l.prevMin)
+	}
+	target := math.Min(math.Max(tolerance*base, l.floor.Seconds()), l.target.Seconds())
+	ratio := target / math.Max(l.latency, 1e-6)
 	ratio = math.Min(2, math.Max(0.5, ratio))
 	if ratio > 1 && float64(l.inFlight) < l.limit/2 {
 		// The limit was not in use: its being enough proves nothing.
 		return
 	}
 	l.limit += gain * (l.limit*ratio - l.limit)
+	if ratio > 1 {
+		// And one call more per round of calls, as TCP's congestion
+		// avoidance: from a limit of 1 (after a slowdown) the
+		// multiplicative step alone takes dozens of calls to matter.
+		l.limit += 1 / l.limit
+	}
 	l.limit = math.Min(float64(l.max), math.Max(1, l.limit))
 	l.limitN.Store(int64(l.slotsLocked()))
 }
