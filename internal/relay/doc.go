@@ -13,6 +13,9 @@
 //     decodes with FLAG S, a registered TX_CODE (else E101), a body that
 //     decodes and builds a core call (else E102). E101 and E102 touch neither
 //     the ledger nor the core.
+//   - admit (Config.Limiter, package admit): a slot among the core calls
+//     in flight, within a bounded wait; a frame not admitted is shed
+//     (Overload, below) and goes no further.
 //   - claim (when a ledger is configured): Owned goes on to the call;
 //     Replay answers the stored response byte for byte; InProgress E903;
 //     Unknown E901; Reused E904 — none of them calls the core.
@@ -33,12 +36,37 @@
 //
 // # Policies an operator should know
 //
-// Ledger unusable at claim time: the frame is answered E902. Nothing was sent
-// to the core, so "safe to resend with the same GUID" is true; the claim
-// either committed nothing or (if the database reported a failed commit
-// that had in fact landed, or the answer to a COMMIT was lost) left a SENT
-// row that a resend sees as E903 until resolve --stale-sent settles it by
-// inquiry (package ledger reasons this through for PostgreSQL).
+// Ledger unusable at claim time (a full disk, a read-only or unreachable
+// database): the frame is answered from its row as read, without a write
+// (Ledger.Peek): a DONE row is replayed, a SENT row is E903, an UNKNOWN row
+// E901, a different request E904, exactly as a claim would answer; only a
+// GUID that needs a claim (no row, or a FAILED row) is answered E902.
+// Nothing was sent to the core, so "safe to resend with the same GUID" is
+// true; the claim either committed nothing or (if the database reported a
+// failed commit that had in fact landed, or the answer to a COMMIT was
+// lost) left a SENT row that a resend sees as E903 until resolve
+// --stale-sent settles it by inquiry (package ledger reasons this through
+// for PostgreSQL). That row may be this very request's: its read then finds
+// it SENT and answers E903, which is as true (nothing of it was sent; the
+// channel retries later) and is what every retry would get. When the read
+// fails too, the answer is E902.
+//
+// Overload (SPEC §5.12, Config.Limiter): the calls in flight to the core
+// are bounded by a limit adapted to the core's latency (package admit).
+// Admission sits before the claim: a frame that gets no slot within the
+// bounded wait, or whose call the core's recent latency says cannot finish
+// within the timeout, is shed — answered from its row as read, like a
+// claim that could not be written: a replay, E903, E901 or E904 as usual,
+// and E902 for a GUID that needs a claim. So a shed frame costs one read
+// and no commit, and writes nothing: a new GUID leaves no row (E902 is
+// true: nothing was sent), a FAILED row stays FAILED/E902 for reprocess,
+// with its attempts unchanged. The other order — claim, then shed and
+// record FAILED/E902 — would cost two group-committed writes per shed
+// frame, when under overload most frames are shed. Frames that need no core
+// call are never refused: a replay that finds no slot is still replayed.
+// The slot is held from before the claim to the end of the core call (not
+// the recording of its outcome), and given back with what the call showed
+// of the core's latency.
 //
 // Ledger unusable when recording: the row stays SENT and the error is
 // logged with the GUID; resolve --stale-sent later settles the row by its
@@ -70,7 +98,9 @@
 // (tls.go). The client certificate's subject is in every frame line.
 //
 // Breaker (Config.Breaker, breaker.go): after a run of core calls that
-// could not connect or timed out, the core is not called for a cool-down.
+// could not connect, or a failure rate (connection failures and timeouts)
+// over a window with a minimum number of calls (package breaker), the core
+// is not called for a cool-down.
 // Frames are answered E902 at once — nothing was sent — and recorded
 // FAILED/E902 like any E902, for the channel or reprocess to send again.
 // Ready fails while it is open.
