@@ -436,3 +436,62 @@ func waitQueued(t *testing.T, l *Ledger, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Peek answers from a read what Claim would for a row that needs no claim,
+// NeedsClaim for a GUID without a row or with a FAILED row, checks the
+// fingerprint on every path, and writes nothing.
+func TestPeek(t *testing.T) {
+	eachStore(t, testPeek)
+}
+
+func testPeek(t *testing.T, l *Ledger) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		state State
+		code  string
+		want  ClaimOutcome
+	}{
+		{StateDone, codeOK, Replay},
+		{StateSent, "", InProgress},
+		{StateUnknown, codeTimeout, Unknown},
+		{StateFailed, codeNoConnect, NeedsClaim},
+	} {
+		t.Run(string(tc.state), func(t *testing.T) {
+			r := request(txTransfer, newGUID(), sentAt1, bodyA)
+			seed(t, l, r, tc.state, tc.code)
+			before, err := l.Get(ctx, r.GUID)
+			assert.NilError(t, err)
+
+			c, err := l.Peek(ctx, request(txTransfer, r.GUID, sentAt2, bodyA))
+			assert.NilError(t, err)
+			assert.Equal(t, c.Outcome, tc.want)
+			assert.Equal(t, c.State, tc.state)
+			assert.Equal(t, c.RspCode, tc.code)
+			assert.Equal(t, c.Attempts, 1)
+			if tc.state == StateDone {
+				assert.DeepEqual(t, c.Response, before.Response)
+			} else {
+				assert.Check(t, c.Response == nil)
+			}
+
+			c, err = l.Peek(ctx, request(txTransfer, r.GUID, sentAt1, bodyB))
+			assert.NilError(t, err)
+			assert.Equal(t, c.Outcome, Reused)
+			assert.Check(t, c.Response == nil, "a reused GUID must not get the stored response")
+
+			after, err := l.Get(ctx, r.GUID)
+			assert.NilError(t, err)
+			assert.DeepEqual(t, after, before) // nothing changed
+		})
+	}
+
+	fresh := request(txTransfer, newGUID(), sentAt1, bodyA)
+	c, err := l.Peek(ctx, fresh)
+	assert.NilError(t, err)
+	assert.Equal(t, c.Outcome, NeedsClaim)
+	_, err = l.Get(ctx, fresh.GUID)
+	assert.ErrorIs(t, err, ErrNotFound, "Peek wrote a row")
+
+	_, err = l.Peek(ctx, Request{GUID: "x"})
+	assert.ErrorContains(t, err, "empty request frame")
+}
