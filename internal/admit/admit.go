@@ -46,7 +46,10 @@
 // a factor of two: a core that answers within the target lets the limit
 // grow (only while the limit is in use: an idle limit proves nothing),
 // one that answers past it shrinks it in proportion. A call that timed
-// out counts as taking the whole timeout.
+// out counts as taking the whole timeout. While the recent latency is
+// under half the floor (a fortieth of the timeout) the limit also grows by
+// every call waiting: a fast core must not see frames shed while the
+// limit climbs from its start.
 //
 // This is Netflix's gradient idea (limit × ratio of latencies) with the
 // call timeout as the bound that matters to us on top of the lowest
@@ -61,6 +64,10 @@
 // timeout (ReasonDeadline: the call would most likely become E901). With
 // nothing in flight a call is always admitted, as a probe: without calls
 // the limiter would never learn that the core got fast again.
+//
+// Until the first call has come back, the wait is up to the floor (a
+// twentieth of the timeout) instead: the core's speed is unknown, and a
+// start-up burst that the first answers would let in is not shed.
 //
 // The wait is short (milliseconds) on purpose: a shed frame is answered
 // at once, and a frame that waits long would only eat into the channel's
@@ -207,13 +214,14 @@ func New(s Settings) (*Limiter, error) {
 		return nil, errors.New("admit: a limiter needs the call timeout")
 	}
 	l := &Limiter{
-		max:     s.Max,
-		timeout: s.Timeout,
-		target:  s.Timeout / 2,
-		floor:   s.Timeout / 20,
-		maxWait: s.MaxWait,
-		fixed:   s.Fixed,
-		waiters: list.New(),
+		max:         s.Max,
+		timeout:     s.Timeout,
+		target:      s.Timeout / 2,
+		floor:       s.Timeout / 20,
+		maxWait:     s.MaxWait,
+		fixed:       s.Fixed,
+		waiters:     list.New(),
+		bucketStart: time.Now(),
 	}
 	if l.maxWait == 0 {
 		l.maxWait = DefaultMaxWait
@@ -267,9 +275,16 @@ func (l *Limiter) Acquire() (Permit, error) {
 	}
 	w := &waiter{ready: make(chan struct{})}
 	e := l.waiters.PushBack(w)
+	wait := l.maxWait
+	if l.latency == 0 {
+		// No call has come back yet: how fast the core is is unknown,
+		// and shedding a start-up burst that the first answers would
+		// let in costs the channels for nothing. Wait up to the floor.
+		wait = max(wait, l.floor)
+	}
 	l.mu.Unlock()
 
-	t := time.NewTimer(l.maxWait)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-w.ready:
@@ -362,18 +377,7 @@ func (l *Limiter) observeLocked(d time.Duration) {
 	if l.draining > 0 {
 		l.draining--
 	}
-	now := time.Now()
-	if now.Sub(l.bucketStart) >= baseWindow {
-		l.prevMin, l.curMin, l.bucketStart = l.curMin, 0, now
-		l.draining = l.slotsLocked()
-	}
-	if l.curMin == 0 || sec < l.curMin {
-		l.curMin = sec
-	}
-	base := l.curMin
-	if l.prevMin > 0 {
-		base = math.Min(base, l.prevMin)
-	}
+	base := l.baselineLocked(sec)
 	target := math.Min(math.Max(tolerance*base, l.floor.Seconds()), l.target.Seconds())
 	ratio := target / math.Max(l.latency, 1e-6)
 	ratio = math.Min(2, math.Max(0.5, ratio))
@@ -388,8 +392,35 @@ func (l *Limiter) observeLocked(d time.Duration) {
 		// multiplicative step alone takes dozens of calls to matter.
 		l.limit += 1 / l.limit
 	}
+	if n := l.waiters.Len(); n > 0 && l.latency < l.floor.Seconds()/2 {
+		// A core answering this far within the timeout is nowhere near
+		// trouble: let everyone waiting in, rather than shed frames while
+		// the limit grows a call at a time from its start.
+		l.limit += float64(n)
+	}
 	l.limit = math.Min(float64(l.max), math.Max(1, l.limit))
 	l.limitN.Store(int64(l.slotsLocked()))
+}
+
+// baselineLocked takes one call's latency into the baseline and returns
+// the baseline: the lowest latency of this bucket and the one before. A
+// new bucket drains the core's queue for one round (the limit halved) when
+// the baseline is what the target rests on; a core fast enough that the
+// floor is the target has no queue of ours to drain.
+func (l *Limiter) baselineLocked(sec float64) float64 {
+	if now := time.Now(); now.Sub(l.bucketStart) >= baseWindow {
+		if tolerance*l.curMin > l.floor.Seconds() {
+			l.draining = l.slotsLocked()
+		}
+		l.prevMin, l.curMin, l.bucketStart = l.curMin, 0, now
+	}
+	if l.curMin == 0 || sec < l.curMin {
+		l.curMin = sec
+	}
+	if l.prevMin > 0 {
+		return math.Min(l.curMin, l.prevMin)
+	}
+	return l.curMin
 }
 
 // InFlight is the number of calls admitted and not done.

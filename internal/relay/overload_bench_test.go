@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -208,4 +209,51 @@ func runOverload(b *testing.B, load int, admission bool) {
 	b.ReportMetric(float64(e902Posted), "e902-posted")
 	b.ReportMetric(float64(br.Opens()), "breaker-opens")
 	b.Logf("offered %d frames (%d more found every connection busy), answers by code %v, capacity %.0f", offered, dropped, codes, capacity)
+}
+
+// BenchmarkAdmissionCost: what admission costs when the core is not
+// overloaded: BenchmarkRelayOverhead's relay/c64 leg (no ledger, a core
+// that answers in microseconds) with admission off and on (the relay's
+// defaults: at most 256 in flight, starting at 16), alternating, so that
+// the two compare neighbours in time. Every transfer must be 0000: a
+// frame shed here would fail the run.
+//
+//	go test -run '^$' -bench AdmissionCost -benchtime 3s -count 3 ./internal/relay/
+func BenchmarkAdmissionCost(b *testing.B) {
+	core := benchCore(b)
+	var seq uint64
+	var mu sync.Mutex
+	nextGUID := func() uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		seq++
+		return seq % (1 << 16)
+	}
+	const conc = 64
+	for _, on := range []bool{true, false} {
+		b.Run(fmt.Sprintf("admission=%s/c%d", map[bool]string{true: "on", false: "off"}[on], conc), func(b *testing.B) {
+			var lim *admit.Limiter
+			if on {
+				var err error
+				if lim, err = admit.New(admit.Settings{Max: 256, Initial: 16, Timeout: 10 * time.Second}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			srv, err := New(Config{Core: benchClient(b, core.URL, conc), MaxConns: conc + 8, Limiter: lim,
+				Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			go srv.Serve(ln)
+			b.Cleanup(func() { srv.Close() })
+			runLoad(b, conc, relayWorkers(b, ln.Addr().String(), nextGUID))
+			if lim != nil {
+				b.ReportMetric(float64(lim.Limit()), "limit")
+			}
+		})
+	}
 }
