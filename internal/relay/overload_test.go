@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/admit"
@@ -22,6 +23,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/pgtest"
 )
 
 func newLimiter(t *testing.T, s admit.Settings) *admit.Limiter {
@@ -327,4 +329,52 @@ func TestFullDiskStillReplays(t *testing.T) {
 	assert.Equal(t, e.roundTrip(transferFrame(t, done, amount(9))).code(), string(generated.RspGUIDReused))
 	assert.Equal(t, sim.PostCount(done), 1)
 	assert.Assert(t, strings.Contains(e.log.String(), "full"), "the claim's error is logged")
+}
+
+// TestReadOnlyDatabaseStillReplays: the same on a PostgreSQL ledger whose
+// database is made read-only while the relay runs (default_transaction_
+// read_only, its sessions cut so that they come back read-only): a DONE
+// GUID is replayed, a different request is E904, a new GUID is E902 and
+// never sent.
+func TestReadOnlyDatabaseStillReplays(t *testing.T) {
+	if !pgtest.Available() {
+		t.Skip("no PostgreSQL server binaries")
+	}
+	ctx := context.Background()
+	led, err := ledger.Open(pgtest.URL(t))
+	assert.NilError(t, err)
+	t.Cleanup(func() { led.Close() })
+	sim := simCore(0)
+	e := startEnv(t, envConfig{core: sim, ledgerOverride: led})
+	done := newGUID()
+	first := e.roundTrip(transferFrame(t, done))
+	assert.Equal(t, first.code(), string(generated.RspHTTP200))
+	e.srv.WaitRecorded()
+
+	admin, err := pgx.Connect(ctx, pgtest.AdminURL(t))
+	assert.NilError(t, err)
+	t.Cleanup(func() { admin.Close(ctx) })
+	setReadOnly := func(on bool) {
+		t.Helper()
+		v := map[bool]string{true: "on", false: "off"}[on]
+		_, err := admin.Exec(ctx, "SET default_transaction_read_only = off")
+		assert.NilError(t, err)
+		_, err = admin.Exec(ctx, "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_read_only = "+v+"', current_database()); END $$")
+		assert.NilError(t, err)
+		_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+		assert.NilError(t, err)
+	}
+	setReadOnly(true)
+	t.Cleanup(func() { setReadOnly(false) })
+
+	fresh := newGUID()
+	assert.Equal(t, e.roundTrip(transferFrame(t, fresh)).code(), string(generated.RspConnectFail))
+	assert.Equal(t, sim.PostCount(fresh), 0)
+	for range 3 {
+		again := e.roundTrip(transferFrame(t, done))
+		assert.DeepEqual(t, again.raw, first.raw)
+	}
+	assert.Equal(t, e.roundTrip(transferFrame(t, done, amount(9))).code(), string(generated.RspGUIDReused))
+	assert.Equal(t, sim.PostCount(done), 1)
+	assert.Assert(t, strings.Contains(e.log.String(), "read-only"), "the claim's error is logged")
 }
