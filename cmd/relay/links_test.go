@@ -37,7 +37,7 @@ func TestLinkArgsErrors(t *testing.T) {
 		{[]string{"--breaker-rate", "1.5"}, "--breaker-rate"},
 		{[]string{"--breaker-rate", "0"}, "--breaker-rate"},
 		{[]string{"--max-inflight", "-1"}, "--max-inflight"},
-		{[]string{"--admit-wait", "0"}, "--admit-wait"},
+		{[]string{"--admit-wait", "0"}, "admit-wait"},
 		{[]string{"--core-ca", cert}, "need an https://"},
 		{[]string{"--core", "https://127.0.0.1:1", "--core-ca", junk}, "--core-ca"},
 		{[]string{"--core", "https://127.0.0.1:1", "--core-cert", cert}, "go together"},
