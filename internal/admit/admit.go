@@ -236,8 +236,7 @@ func New(s Settings) (*Limiter, error) {
 
 // Permit is an admitted call. Done must be called exactly once.
 type Permit struct {
-	l     *Limiter
-	start time.Time
+	l *Limiter
 	// Waited is how long the call waited for its slot.
 	Waited time.Duration
 }
@@ -271,7 +270,7 @@ func (l *Limiter) Acquire() (Permit, error) {
 	if l.waiters.Len() == 0 && l.inFlight < l.slotsLocked() {
 		l.takeLocked()
 		l.mu.Unlock()
-		return Permit{l: l, start: start}, nil
+		return Permit{l: l}, nil
 	}
 	w := &waiter{ready: make(chan struct{})}
 	e := l.waiters.PushBack(w)
@@ -301,7 +300,7 @@ func (l *Limiter) Acquire() (Permit, error) {
 		l.releaseLocked()
 		return Permit{}, err
 	}
-	return Permit{l: l, start: time.Now(), Waited: waited}, nil
+	return Permit{l: l, Waited: waited}, nil
 }
 
 // deadlineLocked sheds a call that the recent latency says cannot finish
@@ -345,20 +344,23 @@ func (l *Limiter) releaseLocked() {
 	l.inFlightN.Store(int64(l.inFlight))
 }
 
-// Done ends an admitted call and tells the limiter what it showed.
-func (p Permit) Done(s Sample) {
+// Done ends an admitted call and tells the limiter what it showed: took is
+// the core call's own duration (not the time the slot was held: what the
+// relay does around the call, such as the ledger's commit, is not the
+// core's latency). It is ignored for Ignored, and at least the timeout for
+// TimedOut.
+func (p Permit) Done(s Sample, took time.Duration) {
 	l := p.l
 	if l == nil {
 		return
 	}
-	elapsed := time.Since(p.start)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch s {
 	case Answered:
-		l.observeLocked(elapsed)
+		l.observeLocked(took)
 	case TimedOut:
-		l.observeLocked(max(elapsed, l.timeout))
+		l.observeLocked(max(took, l.timeout))
 	}
 	l.releaseLocked()
 }

@@ -16,7 +16,7 @@ func TestNew(t *testing.T) {
 	assert.Assert(t, l == nil, "max 0: no limiter")
 	p, err := l.Acquire()
 	assert.NilError(t, err, "a nil limiter admits every call")
-	p.Done(admit.Answered)
+	p.Done(admit.Answered, 0)
 
 	_, err = admit.New(admit.Settings{Max: -1, Timeout: time.Second})
 	assert.ErrorContains(t, err, "negative")
@@ -52,14 +52,14 @@ func TestBoundAndWait(t *testing.T) {
 	go func() {
 		p, err := long.Acquire()
 		if err == nil {
-			p.Done(admit.Ignored)
+			p.Done(admit.Ignored, 0)
 		}
 		got <- err
 	}()
-	first.Done(admit.Answered)
+	first.Done(admit.Answered, 0)
 	assert.NilError(t, <-got)
-	a.Done(admit.Answered)
-	b.Done(admit.Ignored)
+	a.Done(admit.Answered, 0)
+	b.Done(admit.Ignored, 0)
 	assert.Equal(t, l.InFlight(), 0)
 }
 
@@ -72,7 +72,7 @@ func TestDeadline(t *testing.T) {
 	for l.Latency() < 10*time.Millisecond {
 		p, err := l.Acquire()
 		assert.NilError(t, err)
-		p.Done(admit.TimedOut)
+		p.Done(admit.TimedOut, 0)
 	}
 	probe, err := l.Acquire()
 	assert.NilError(t, err, "nothing in flight: a probe")
@@ -80,7 +80,7 @@ func TestDeadline(t *testing.T) {
 	var se *admit.ShedError
 	assert.Assert(t, errors.As(err, &se), "err %v", err)
 	assert.Equal(t, se.Reason, admit.ReasonDeadline)
-	probe.Done(admit.Ignored)
+	probe.Done(admit.Ignored, 0)
 }
 
 // The limit shrinks while calls take longer than half the timeout, grows
@@ -100,7 +100,7 @@ func TestLimitAdapts(t *testing.T) {
 			ps = append(ps, p)
 		}
 		for _, p := range ps {
-			p.Done(admit.TimedOut)
+			p.Done(admit.TimedOut, 0)
 		}
 	}
 	assert.Equal(t, l.Limit(), 1)
@@ -112,7 +112,7 @@ func TestLimitAdapts(t *testing.T) {
 			ps = append(ps, p)
 		}
 		for _, p := range ps {
-			p.Done(admit.Answered) // microseconds
+			p.Done(admit.Answered, time.Microsecond)
 		}
 	}
 	assert.Equal(t, l.Limit(), 64)

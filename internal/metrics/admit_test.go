@@ -27,7 +27,7 @@ func TestAdmission(t *testing.T) {
 	assert.NilError(t, err)
 	p, err := lim.Acquire()
 	assert.NilError(t, err)
-	defer p.Done(admit.Ignored)
+	defer p.Done(admit.Ignored, 0)
 	m.WatchLimiter("http://core", lim)
 	m.WatchLimiter("http://other", nil) // admission off: nothing
 

@@ -41,11 +41,12 @@ func (c *conn) answerFromRead(st *frameState, r ledger.Request, cause error) []b
 }
 
 // release gives back the frame's admitted slot, once, telling the limiter
-// what the call showed of the core's latency.
-func (c *conn) release(st *frameState, s admit.Sample) {
+// what the call showed of the core's latency (took: the call's own
+// duration).
+func (c *conn) release(st *frameState, s admit.Sample, took time.Duration) {
 	if st.admitted {
 		st.admitted = false
-		st.permit.Done(s)
+		st.permit.Done(s, took)
 	}
 }
 

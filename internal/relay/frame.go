@@ -147,7 +147,7 @@ func (c *conn) process(st *frameState) []byte {
 	}
 	st.admitted = true
 	s.callAdmitted(st.permit.Waited)
-	defer c.release(st, admit.Ignored)
+	defer c.release(st, admit.Ignored, 0)
 
 	if s.ledger != nil {
 		claim, err := s.ledger.Claim(s.base, lreq)
@@ -169,7 +169,7 @@ func (c *conn) process(st *frameState) []byte {
 	st.stage = stageCalling
 	s.at(stageCalling)
 	res, sent := s.callCore(call)
-	c.release(st, s.sample(res, sent))
+	c.release(st, s.sample(res, sent), res.Elapsed)
 
 	rec, src := outcome.OfCall(c.out[:0], &st.hdr, res, s.now())
 	out := rec.Response
