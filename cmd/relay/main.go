@@ -95,6 +95,7 @@ type options struct {
 	frameTimeout   time.Duration
 	idleTimeout    time.Duration
 	maxConns       int
+	maxPerAddr     int
 	db             string
 	metricsAddr    string
 	logFormat      string
@@ -126,6 +127,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	cliflag.PositiveSecondsVar(fs, &o.frameTimeout, "frame-timeout", relay.DefaultFrameTimeout, "`seconds` a started frame has to arrive whole (else the connection is dropped); also bounds writing an answer")
 	cliflag.PositiveSecondsVar(fs, &o.idleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "`seconds` a connection may wait between frames before it is closed")
 	fs.IntVar(&o.maxConns, "max-conns", relay.DefaultMaxConns, "most channel connections open at once; one more is closed at once, unread")
+	fs.IntVar(&o.maxPerAddr, "max-conns-per-addr", 0, "most channel connections open at once from one address (0: half of --max-conns, room for a gateway's many channels while one address cannot lock out the rest); one more is closed at once, unread")
 	fs.StringVar(&o.db, "db", "relay.db", "the ledger: a SQLite `file`, created if missing, or a postgres:// URL of a ledger shared by several relays")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`host:port` serving /metrics, /healthz and /readyz over HTTP (default off), e.g. 127.0.0.1:9300")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
@@ -144,6 +146,9 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	o.addr = addr
 	if o.maxConns < 1 {
 		return o, fmt.Errorf("--max-conns %d: want at least 1", o.maxConns)
+	}
+	if o.maxPerAddr < 0 {
+		return o, fmt.Errorf("--max-conns-per-addr %d: want 0 (half of --max-conns) or more", o.maxPerAddr)
 	}
 	if o.db == "" {
 		return o, errors.New("--db: empty path")
@@ -219,16 +224,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	cfg := relay.Config{
-		Core:         core,
-		Ledger:       led,
-		FrameTimeout: o.frameTimeout,
-		IdleTimeout:  o.idleTimeout,
-		MaxConns:     o.maxConns,
-		Logger:       log,
-		TLS:          lk.serverConfig(),
-		Allow:        o.links.allow,
-		Breaker:      lk.breaker,
-		Limiter:      lk.limiter,
+		Core:            core,
+		Ledger:          led,
+		FrameTimeout:    o.frameTimeout,
+		IdleTimeout:     o.idleTimeout,
+		MaxConns:        o.maxConns,
+		MaxConnsPerAddr: o.maxPerAddr,
+		Logger:          log,
+		TLS:             lk.serverConfig(),
+		Allow:           o.links.allow,
+		Breaker:         lk.breaker,
+		Limiter:         lk.limiter,
 	}
 	var m *metrics.Metrics
 	if o.metricsAddr != "" {
@@ -285,6 +291,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"frame_timeout", cliflag.FormatSeconds(o.frameTimeout)+"s",
 		"idle_timeout", cliflag.FormatSeconds(o.idleTimeout)+"s",
 		"max_conns", o.maxConns,
+		"max_conns_per_addr", srv.MaxConnsPerAddr(),
 		"metrics_addr", metricsAddr,
 		"log_format", o.logFormat,
 		"log_level", o.logLevel.String(),

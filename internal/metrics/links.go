@@ -10,6 +10,7 @@ import (
 // --allow and channel TLS handshakes that failed.
 type linkMetrics struct {
 	NotAllowed      prometheus.Counter
+	OverShare       prometheus.Counter
 	HandshakeFailed prometheus.Counter
 }
 
@@ -19,17 +20,24 @@ func newLinkMetrics(reg *prometheus.Registry) *linkMetrics {
 			Name: "lhrelay_connections_not_allowed_total",
 			Help: "Connections closed unread because their address is not in --allow.",
 		}),
+		OverShare: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lhrelay_connections_over_share_total",
+			Help: "Connections closed unread because their address already held its share of --max-conns (--max-conns-per-addr).",
+		}),
 		HandshakeFailed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lhrelay_tls_handshake_failures_total",
 			Help: "Channel connections closed unread because their TLS handshake failed (no or an untrusted client certificate, a plain-TCP client, a timeout).",
 		}),
 	}
-	reg.MustRegister(l.NotAllowed, l.HandshakeFailed)
+	reg.MustRegister(l.NotAllowed, l.OverShare, l.HandshakeFailed)
 	return l
 }
 
 // ConnNotAllowed counts a connection refused by --allow.
 func (m *Metrics) ConnNotAllowed() { m.links.NotAllowed.Inc() }
+
+// ConnOverShare counts a connection refused by --max-conns-per-addr.
+func (m *Metrics) ConnOverShare() { m.links.OverShare.Inc() }
 
 // TLSHandshakeFailed counts a channel connection whose TLS handshake failed.
 func (m *Metrics) TLSHandshakeFailed() { m.links.HandshakeFailed.Inc() }

@@ -247,7 +247,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(oldestUnknownDesc, prometheus.GaugeValue, age)
 }
 
-// Handler serves /metrics, /healthz and /readyz. ready reports whether the
+// Handler serves /metrics, /healthz (also as /livez) and /readyz. ready reports whether the
 // relay can take frames (its ledger answers, it is not stopping); nil means
 // always ready.
 //
@@ -260,9 +260,10 @@ func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
 		Registry:      m.Registry,
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("ok\n"))
-	})
+	// /livez is the Kubernetes name of the same probe.
+	alive := func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }
+	mux.HandleFunc("GET /healthz", alive)
+	mux.HandleFunc("GET /livez", alive)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if ready != nil {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"time"
 )
 
 // allowed reports whether nc comes from a network of Config.Allow (every
@@ -28,9 +27,7 @@ func (s *Server) allowed(nc net.Conn) bool {
 		s.metrics.ConnNotAllowed()
 	}
 	nc.Close()
-	now := time.Now().UnixNano()
-	last := s.lastDenyLog.Load()
-	if now-last >= int64(time.Second) && s.lastDenyLog.CompareAndSwap(last, now) {
+	if everySecond(&s.lastDenyLog) {
 		s.log.Warn("connection refused: address not in --allow", "remote", nc.RemoteAddr().String(), "refused_total", n)
 	}
 	return false

@@ -116,7 +116,7 @@ func startBenchRelay(b *testing.B, client *corecall.Client, conc int, led Ledger
 // startBenchRelayTLS is startBenchRelay serving channels over TLS with
 // cfg (nil: plain TCP).
 func startBenchRelayTLS(b *testing.B, client *corecall.Client, conc int, led Ledger, cfg *tls.Config) string {
-	srv, err := New(Config{Core: client, Ledger: led, MaxConns: conc + 8, TLS: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	srv, err := New(Config{Core: client, Ledger: led, MaxConns: conc + 8, MaxConnsPerAddr: conc + 8, TLS: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -38,7 +39,8 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
-	client string // the channel's verified TLS client certificate subject, if any
+	addr   netip.Addr // the remote address, as its MaxConnsPerAddr share counts it
+	client string     // the channel's verified TLS client certificate subject, if any
 	br     *bufio.Reader
 	frame  []byte // the frame being handled (ReadFrame's buffer)
 	out    []byte // the answer being built
@@ -145,16 +147,21 @@ func (c *conn) serve() {
 	if !c.handshake() {
 		return
 	}
+	// A new connection must start its first frame within FrameTimeout, as
+	// it had to finish its TLS handshake: a connection that sends nothing
+	// would otherwise hold its MaxConns slot for IdleTimeout (SPEC 5.7).
+	wait, where := c.s.frameTimeout, "before its first frame"
 	for {
 		if !c.toIdle() {
 			log.Debug("connection closed: relay stopping", "remote", c.remote)
 			return
 		}
-		c.nc.SetReadDeadline(time.Now().Add(c.s.idleTimeout))
+		c.nc.SetReadDeadline(time.Now().Add(wait))
 		if _, err := c.br.Peek(1); err != nil {
-			c.logReadEnd(err, "between frames")
+			c.logReadEnd(err, where)
 			return
 		}
+		wait, where = c.s.idleTimeout, "between frames"
 		if !c.toArriving() {
 			return
 		}
@@ -251,8 +258,14 @@ func (c *conn) logReadEnd(err error, where string) {
 		// with the same GUID.
 		c.s.droppedAtStop.Add(1)
 		log.Warn("frame dropped unprocessed: the relay stopped before it arrived whole", "remote", c.remote, "bytes_received", u.received, "err", u.err)
-	case errors.Is(err, io.EOF) && where == "between frames":
+	case errors.Is(err, io.EOF) && where != "inside a frame":
 		log.Debug("connection closed by channel", "remote", c.remote)
+	case errors.Is(err, os.ErrDeadlineExceeded) && where == "before its first frame":
+		// A flood of silent connections must not become a flood of lines.
+		n := c.s.silent.Add(1)
+		if everySecond(&c.s.lastSilentLog) {
+			log.Warn("connection closed: no frame started within frame-timeout of connecting", "remote", c.remote, "frame_timeout", c.s.frameTimeout, "closed_total", n)
+		}
 	case errors.Is(err, os.ErrDeadlineExceeded) && where == "between frames":
 		log.Info("connection closed: idle timeout", "remote", c.remote, "idle_timeout", c.s.idleTimeout)
 	case errors.Is(err, os.ErrDeadlineExceeded):

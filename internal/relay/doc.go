@@ -90,6 +90,17 @@
 // thing a channel cannot tell from a lost request. Rejections are logged at
 // most once a second with a running count.
 //
+// Exhaustion (SPEC 5.7): a slot of MaxConns is worth something only to a
+// connection that uses it. A new connection must finish its TLS handshake
+// and start its first frame within FrameTimeout, or it is closed; only
+// between frames may it wait IdleTimeout. One remote address holds at most
+// MaxConnsPerAddr connections (by default half of MaxConns: a gateway
+// carrying many channels fits, one address alone cannot take every slot);
+// one more is closed unread, as a MaxConns refusal. While MaxConns itself
+// refuses connections, Ready says so (ErrNoRoom), for a few seconds after the
+// last refusal. Every refusal and every failed handshake is
+// logged at most once a second with a running count.
+//
 // Allow-list and TLS: a connection from an address outside Config.Allow is
 // closed before a byte is read, like a MaxConns refusal (allow.go). Over
 // TLS (Config.TLS) the handshake comes first, bounded by FrameTimeout; a
@@ -170,8 +181,9 @@
 // on a test system.
 //
 // Other lines: ledger failures and panics at error (always with the GUID),
-// frame and idle timeouts, refused connections (max-conns, at most one line
-// a second), connection opened/closed at debug, and Shutdown's two lines
+// frame and idle timeouts, refused connections (max-conns, the per-address
+// share, --allow, silent new connections and failed TLS handshakes: at most
+// one line a second each), connection opened/closed at debug, and Shutdown's two lines
 // ("relay stopping" with the frames in flight, "relay stopped" with how
 // many were finished and how long it took).
 //
@@ -182,11 +194,14 @@
 // code, before the answer is written; observes each core call's duration by
 // TX_CODE and outcome; and tracks the frames in flight (first byte read,
 // answer not yet ready), the open connections and the connections refused by
-// MaxConns. Ready is the readiness probe: it fails while the server stops
-// and when the ledger does not answer a Ping.
+// MaxConns and MaxConnsPerAddr. Ready is the readiness probe: it fails
+// while the server stops, while MaxConns refuses connections, and when the
+// ledger does not answer a Ping (saying only that: the database's error,
+// which names its user and host, goes to the log).
 //
-// Timeouts: a connection waiting for the first byte of a frame is closed
-// after IdleTimeout; once that byte has arrived the whole frame must arrive
+// Timeouts: a new connection waiting for the first byte of its first frame
+// is closed after FrameTimeout, one waiting between frames after
+// IdleTimeout; once that byte has arrived the whole frame must arrive
 // within FrameTimeout or the connection is dropped (nothing of a partial
 // frame is processed). An answer that cannot be written within FrameTimeout
 // (a channel that does not read) drops the connection too.

@@ -112,6 +112,10 @@ type envConfig struct {
 	frameTimeout   time.Duration
 	idleTimeout    time.Duration
 	maxConns       int
+	maxPerAddr     int
+	// noRoomFor replaces defaultNoRoomFor when set (time.Nanosecond: Ready
+	// says "no room" only while the relay is full).
+	noRoomFor      time.Duration
 	hook           func(stage)
 	connDone       func()
 	ledgerOverride Ledger
@@ -160,16 +164,17 @@ func startEnv(t *testing.T, cfg envConfig) *env {
 		logger = cfg.logger(e.log)
 	}
 	rc := Config{
-		Core:         client,
-		Ledger:       led,
-		FrameTimeout: cfg.frameTimeout,
-		IdleTimeout:  cfg.idleTimeout,
-		MaxConns:     cfg.maxConns,
-		Logger:       logger,
-		TLS:          cfg.tls,
-		Allow:        cfg.allow,
-		Breaker:      cfg.breaker,
-		Limiter:      cfg.limiter,
+		Core:            client,
+		Ledger:          led,
+		FrameTimeout:    cfg.frameTimeout,
+		IdleTimeout:     cfg.idleTimeout,
+		MaxConns:        cfg.maxConns,
+		MaxConnsPerAddr: cfg.maxPerAddr,
+		Logger:          logger,
+		TLS:             cfg.tls,
+		Allow:           cfg.allow,
+		Breaker:         cfg.breaker,
+		Limiter:         cfg.limiter,
 	}
 	if cfg.metrics != nil { // not a nil *Metrics in a non-nil interface
 		rc.Metrics = cfg.metrics
@@ -178,6 +183,9 @@ func startEnv(t *testing.T, cfg envConfig) *env {
 	assert.NilError(t, err)
 	e.srv.hook = cfg.hook
 	e.srv.connDone = cfg.connDone
+	if cfg.noRoomFor != 0 {
+		e.srv.noRoomFor = cfg.noRoomFor
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	assert.NilError(t, err)

@@ -30,6 +30,8 @@ type Metrics interface {
 	ConnClosed()
 	// ConnRejected counts a connection refused by MaxConns.
 	ConnRejected()
+	// ConnOverShare counts a connection refused by MaxConnsPerAddr.
+	ConnOverShare()
 	// ConnNotAllowed counts a connection refused by Allow.
 	ConnNotAllowed()
 	// CallShed counts a frame the limiter did not admit to a core call,
@@ -61,11 +63,25 @@ func (s *Server) Ready(ctx context.Context) error {
 	if err := s.breakerReady(); err != nil {
 		return err
 	}
+	if err := s.room(); err != nil {
+		return err
+	}
 	if p, ok := s.ledger.(pinger); ok {
-		return p.Ping(ctx)
+		if err := p.Ping(ctx); err != nil {
+			// The probe's answer may be read by anyone who reaches the
+			// metrics port; the database's error names its user, host and
+			// port, so it goes to the log only.
+			if everySecond(&s.lastPingLog) {
+				s.log.Warn("not ready: the ledger does not answer", "err", err)
+			}
+			return ErrLedgerDown
+		}
 	}
 	return nil
 }
+
+// ErrLedgerDown is what Ready reports while the ledger does not answer.
+var ErrLedgerDown = errors.New("relay: the ledger does not answer (see the relay's log)")
 
 func (s *Server) frameStarted() {
 	s.inFlight.Add(1)

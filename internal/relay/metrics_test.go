@@ -123,7 +123,11 @@ func withPrefix(series map[string]string, name string) map[string]string {
 // TestMetricsEndToEnd sends frames through a relay with a ledger and
 // metrics, and reads the counters back over HTTP as Prometheus would.
 func TestMetricsEndToEnd(t *testing.T) {
-	oe := startObserved(t, observed{metrics: true, maxConns: 1})
+	gone := make(chan struct{}, 4)
+	oe := startObserved(t, observed{metrics: true, maxConns: 1, more: func(ec *envConfig) {
+		ec.noRoomFor = time.Nanosecond
+		ec.connDone = func() { gone <- struct{}{} }
+	}})
 	c := oe.dial()
 
 	guid := newGUID()
@@ -170,15 +174,28 @@ func TestMetricsEndToEnd(t *testing.T) {
 
 	status, _ := oe.get("/healthz")
 	assert.Equal(t, status, http.StatusOK)
+	status, _ = oe.get("/livez")
+	assert.Equal(t, status, http.StatusOK)
+	// Full (MaxConns 1, c open) and refusing: not ready, and it says why.
 	status, body := oe.get("/readyz")
+	assert.Equal(t, status, http.StatusServiceUnavailable)
+	assert.Assert(t, strings.Contains(body, "no room"), body)
+	c.Close()
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay did not notice the channel closing")
+	}
+	status, body = oe.get("/readyz")
 	assert.Equal(t, status, http.StatusOK, body)
 
 	// A ledger that no longer answers: not ready, and /metrics still
-	// serves everything else.
+	// serves everything else. The database's own error is in the log only.
 	assert.NilError(t, oe.led.Close())
 	status, body = oe.get("/readyz")
 	assert.Equal(t, status, http.StatusServiceUnavailable)
-	assert.Assert(t, strings.Contains(body, "ledger closed"), body)
+	assert.Assert(t, strings.Contains(body, "ledger does not answer"), body)
+	assert.Assert(t, strings.Contains(oe.logW.String(), "ledger closed"), "the cause is logged")
 	status, body = oe.get("/metrics")
 	assert.Equal(t, status, http.StatusOK)
 	assert.Assert(t, strings.Contains(body, `lhrelay_frames_total{rsp_code="0000",tx_code="BKTR0001"} 2`), body)

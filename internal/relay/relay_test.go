@@ -310,7 +310,7 @@ func TestIdleTimeout(t *testing.T) {
 // is free, connections are served again.
 func TestMaxConns(t *testing.T) {
 	gone := make(chan struct{}, 8)
-	e := startEnv(t, envConfig{core: simCore(0), maxConns: 2, connDone: func() { gone <- struct{}{} }})
+	e := startEnv(t, envConfig{core: simCore(0), maxConns: 2, maxPerAddr: 2, connDone: func() { gone <- struct{}{} }})
 	c1, c2 := e.dial(), e.dial()
 	// An answer proves each was admitted.
 	assert.Equal(t, e.send(c1, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))

@@ -24,6 +24,17 @@ const (
 	DefaultFrameTimeout = 10 * time.Second
 	DefaultIdleTimeout  = 300 * time.Second
 	DefaultMaxConns     = 1024
+	// DefaultPerAddrShare is the part of MaxConns one remote address may
+	// hold when Config.MaxConnsPerAddr is zero: a half. A channel gateway or
+	// load balancer puts many channels behind one address, so the share
+	// must be large enough for all of them; a half still leaves the other
+	// half to everyone else, so one address alone (a gateway gone wrong, a
+	// hostile client behind it) can never lock every other channel out.
+	DefaultPerAddrShare = 2
+	// defaultNoRoomFor is how long Ready says "no room" after a connection
+	// was last refused by MaxConns: connections come and go under a flood,
+	// and a probe landing between two refusals must still see it.
+	defaultNoRoomFor = 5 * time.Second
 	// DefaultLedgerTimeout bounds a ledger write that must happen even while
 	// the server stops (recording an outcome). It is above the ledger's own
 	// busy timeout, so a slow disk is waited for rather than abandoned.
@@ -54,6 +65,11 @@ type Config struct {
 	// MaxConns bounds the open channel connections (see the package
 	// comment for what happens past it). Zero means DefaultMaxConns.
 	MaxConns int
+	// MaxConnsPerAddr bounds the open connections from one remote address,
+	// so that one address cannot take every slot of MaxConns. Zero means
+	// DefaultPerAddrShare of MaxConns; MaxConns (or more) turns the share
+	// off.
+	MaxConnsPerAddr int
 	// LedgerTimeout bounds recording an outcome. Zero means
 	// DefaultLedgerTimeout.
 	LedgerTimeout time.Duration
@@ -89,6 +105,8 @@ type Server struct {
 	frameTimeout  time.Duration
 	idleTimeout   time.Duration
 	maxConns      int
+	maxPerAddr    int
+	noRoomFor     time.Duration // see defaultNoRoomFor
 	ledgerTimeout time.Duration
 	log           *slog.Logger
 	metrics       Metrics // nil: none
@@ -110,14 +128,23 @@ type Server struct {
 	stopping  bool
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
-	wg        sync.WaitGroup // one per connection goroutine; Add under mu while !stopping
+	perAddr   map[netip.Addr]int // open connections by remote address
+	wg        sync.WaitGroup     // one per connection goroutine; Add under mu while !stopping
 
-	rejected    atomic.Int64 // connections refused by MaxConns
-	notAllowed  atomic.Int64 // connections refused by Allow
-	lastDenyLog atomic.Int64 // unix nanos of the last Allow refusal log line
-	lastRejLog  atomic.Int64 // unix nanos of the last rejection log line
-	inFlight    atomic.Int64 // frames from their first byte to their answer being ready
-	handling    atomic.Int64 // frames from being whole to their answer being ready
+	rejected         atomic.Int64 // connections refused by MaxConns
+	lastFull         atomic.Int64 // unix nanos of the last MaxConns refusal
+	overShare        atomic.Int64 // connections refused by MaxConnsPerAddr
+	lastShareLog     atomic.Int64 // unix nanos of the last MaxConnsPerAddr refusal log line
+	notAllowed       atomic.Int64 // connections refused by Allow
+	lastDenyLog      atomic.Int64 // unix nanos of the last Allow refusal log line
+	lastRejLog       atomic.Int64 // unix nanos of the last rejection log line
+	handshakeFailed  atomic.Int64 // channel TLS handshakes that failed
+	lastHandshakeLog atomic.Int64 // unix nanos of the last such log line
+	lastPingLog      atomic.Int64 // unix nanos of the last not-ready log line
+	silent           atomic.Int64 // connections closed for sending nothing within FrameTimeout
+	lastSilentLog    atomic.Int64 // unix nanos of the last such log line
+	inFlight         atomic.Int64 // frames from their first byte to their answer being ready
+	handling         atomic.Int64 // frames from being whole to their answer being ready
 	// droppedAtStop counts frames that had not arrived whole when the
 	// server stopped, dropped unprocessed.
 	droppedAtStop atomic.Int64
@@ -135,7 +162,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Core == nil {
 		return nil, errors.New("relay: no core client")
 	}
-	if cfg.FrameTimeout < 0 || cfg.IdleTimeout < 0 || cfg.MaxConns < 0 || cfg.LedgerTimeout < 0 {
+	if cfg.FrameTimeout < 0 || cfg.IdleTimeout < 0 || cfg.MaxConns < 0 || cfg.MaxConnsPerAddr < 0 || cfg.LedgerTimeout < 0 {
 		return nil, errors.New("relay: negative timeout or connection limit")
 	}
 	s := &Server{
@@ -154,7 +181,13 @@ func New(cfg Config) (*Server, error) {
 		limiter:       cfg.Limiter,
 		listeners:     map[net.Listener]struct{}{},
 		conns:         map[*conn]struct{}{},
+		perAddr:       map[netip.Addr]int{},
+		noRoomFor:     defaultNoRoomFor,
 		recording:     newRecordings(),
+	}
+	s.maxPerAddr = cfg.MaxConnsPerAddr
+	if s.maxPerAddr == 0 {
+		s.maxPerAddr = max(s.maxConns/DefaultPerAddrShare, 1)
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -226,6 +259,7 @@ func (s *Server) admit(nc net.Conn) {
 		// Not a byte has been read: closing now means nothing was done
 		// with whatever the channel sent (package comment, MaxConns).
 		n := s.rejected.Add(1)
+		s.lastFull.Store(time.Now().UnixNano())
 		if s.metrics != nil {
 			s.metrics.ConnRejected()
 		}
@@ -233,10 +267,25 @@ func (s *Server) admit(nc net.Conn) {
 		s.logRejected(nc, n)
 		return
 	}
+	addr := remoteAddr(nc)
+	if s.perAddr[addr] >= s.maxPerAddr {
+		s.mu.Unlock()
+		n := s.overShare.Add(1)
+		if s.metrics != nil {
+			s.metrics.ConnOverShare()
+		}
+		if everySecond(&s.lastShareLog) {
+			s.log.Warn("connection refused: this address holds its share of max-conns", "remote", nc.RemoteAddr().String(), "max_conns_per_addr", s.maxPerAddr, "refused_total", n)
+		}
+		nc.Close()
+		return
+	}
+	s.perAddr[addr]++
 	if s.tls != nil {
 		nc = tls.Server(nc, s.tls)
 	}
 	c := newConn(s, nc)
+	c.addr = addr
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -249,16 +298,43 @@ func (s *Server) admit(nc net.Conn) {
 // logRejected logs connections refused by MaxConns, at most once a second,
 // so a flood cannot turn into a flood of log lines.
 func (s *Server) logRejected(nc net.Conn, n int64) {
-	now := time.Now().UnixNano()
-	last := s.lastRejLog.Load()
-	if now-last < int64(time.Second) || !s.lastRejLog.CompareAndSwap(last, now) {
+	if !everySecond(&s.lastRejLog) {
 		return
 	}
 	s.log.Warn("connection refused: max-conns reached", "remote", nc.RemoteAddr().String(), "max_conns", s.maxConns, "refused_total", n)
 }
 
+// everySecond reports whether a rate-limited log line may be written now:
+// true at most once a second for each last (unix nanos of the last line),
+// so that a flood of refusals cannot become a flood of log lines.
+func everySecond(last *atomic.Int64) bool {
+	now := time.Now().UnixNano()
+	l := last.Load()
+	return now-l >= int64(time.Second) && last.CompareAndSwap(l, now)
+}
+
+// ErrNoRoom is what Ready reports while connections are refused for want
+// of room: MaxConns connections are open, or one was refused so lately
+// that the next one may be.
+var ErrNoRoom = errors.New("relay: no room for more channel connections (max-conns)")
+
+// room reports ErrNoRoom while MaxConns refuses connections (see
+// defaultNoRoomFor).
+func (s *Server) room() error {
+	if s.Conns() >= s.maxConns || time.Since(time.Unix(0, s.lastFull.Load())) < s.noRoomFor {
+		return ErrNoRoom
+	}
+	return nil
+}
+
 // Rejected returns how many connections MaxConns has refused so far.
 func (s *Server) Rejected() int64 { return s.rejected.Load() }
+
+// MaxConnsPerAddr is the share of MaxConns in force for one address.
+func (s *Server) MaxConnsPerAddr() int { return s.maxPerAddr }
+
+// OverShare returns how many connections MaxConnsPerAddr has refused so far.
+func (s *Server) OverShare() int64 { return s.overShare.Load() }
 
 // Conns returns how many channel connections are open.
 func (s *Server) Conns() int {
@@ -284,6 +360,9 @@ func (s *Server) isStopping() bool {
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if s.perAddr[c.addr]--; s.perAddr[c.addr] <= 0 {
+		delete(s.perAddr, c.addr)
+	}
 	s.mu.Unlock()
 	if s.metrics != nil {
 		s.metrics.ConnClosed()

@@ -24,7 +24,12 @@ func (c *conn) handshake() bool {
 		if c.s.metrics != nil {
 			c.s.metrics.TLSHandshakeFailed()
 		}
-		c.s.log.Warn("connection closed unread: TLS handshake failed", "remote", c.remote, "err", err, "took_ms", millis(time.Since(start)))
+		// Rate-limited like the other refusals: junk connections must not
+		// turn into as many log lines; the metric counts each one.
+		n := c.s.handshakeFailed.Add(1)
+		if everySecond(&c.s.lastHandshakeLog) {
+			c.s.log.Warn("connection closed unread: TLS handshake failed", "remote", c.remote, "err", err, "took_ms", millis(time.Since(start)), "failed_total", n)
+		}
 		return false
 	}
 	if peers := tc.ConnectionState().PeerCertificates; len(peers) > 0 {

@@ -1,0 +1,105 @@
+package relay
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/generated"
+	"lhrelay/internal/testutil"
+)
+
+// dialFrom opens a channel connection from a given loopback address
+// (127.0.0.2 is a second "host" on the same machine).
+func (e *env) dialFrom(local string) net.Conn {
+	e.t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	c, err := d.Dial("tcp", e.addr)
+	assert.NilError(e.t, err)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestSilentConnectionClosedAtFrameTimeout: a new connection that sends
+// nothing holds its slot for FrameTimeout, not IdleTimeout (SPEC 5.7).
+func TestSilentConnectionClosedAtFrameTimeout(t *testing.T) {
+	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: 200 * time.Millisecond, idleTimeout: time.Hour})
+	logged := e.log.When("no frame started within frame-timeout")
+	c := e.dial()
+	expectClosed(t, c) // within dial's 10 s deadline, so long before the hour
+	waitFor(t, logged, "the log line")
+}
+
+// TestSilentTLSConnectionClosedAtFrameTimeout: the same for a connection
+// that never starts its TLS handshake.
+func TestSilentTLSConnectionClosedAtFrameTimeout(t *testing.T) {
+	ca := testutil.NewCA(t, "relay CA")
+	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: 200 * time.Millisecond, idleTimeout: time.Hour, tls: channelTLS(t, ca, ca)})
+	logged := e.log.When("TLS handshake failed")
+	c := e.dial()
+	expectClosed(t, c)
+	waitFor(t, logged, "the log line")
+}
+
+// TestPerAddrShare: a flood of silent connections from one address takes
+// at most its share of MaxConns; a channel from another address is still
+// served, and the relay, which still has room, stays ready.
+func TestPerAddrShare(t *testing.T) {
+	e := startEnv(t, envConfig{core: simCore(0), ledger: true, maxConns: 8, idleTimeout: time.Hour, frameTimeout: time.Hour})
+	assert.Equal(t, e.srv.MaxConnsPerAddr(), 4, "half of MaxConns by default")
+	var flood []net.Conn
+	for range 8 {
+		flood = append(flood, e.dialFrom("127.0.0.1"))
+	}
+	// The first four were admitted, in order; the other four are closed
+	// unread.
+	for _, c := range flood[4:] {
+		expectClosed(t, c)
+	}
+	assert.Equal(t, e.srv.OverShare(), int64(4))
+	assert.Equal(t, e.srv.Rejected(), int64(0))
+
+	other := e.dialFrom("127.0.0.2")
+	assert.Equal(t, e.send(other, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.NilError(t, e.srv.Ready(context.Background()))
+	assert.Assert(t, strings.Contains(e.log.String(), "holds its share of max-conns"))
+}
+
+// TestReadyWhileFull: while MaxConns refuses connections, Ready says so.
+func TestReadyWhileFull(t *testing.T) {
+	gone := make(chan struct{}, 4)
+	e := startEnv(t, envConfig{core: simCore(0), maxConns: 2, maxPerAddr: 2, noRoomFor: time.Nanosecond, connDone: func() { gone <- struct{}{} }})
+	c1, c2 := e.dial(), e.dial()
+	assert.Equal(t, e.send(c1, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c2, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	expectClosed(t, e.dialFrom("127.0.0.2"))
+	assert.ErrorIs(t, e.srv.Ready(context.Background()), ErrNoRoom)
+
+	c1.Close()
+	<-gone
+	assert.NilError(t, e.srv.Ready(context.Background()))
+}
+
+// TestPerAddrShareValidation: a negative share is refused; one at least
+// MaxConns turns the share off.
+func TestPerAddrShareValidation(t *testing.T) {
+	e := startEnv(t, envConfig{core: simCore(0), maxConns: 3, maxPerAddr: 3})
+	assert.Equal(t, e.srv.MaxConnsPerAddr(), 3)
+	_, err := New(Config{Core: e.srv.core, MaxConnsPerAddr: -1})
+	assert.ErrorContains(t, err, "negative")
+}
+
+// waitFor waits for ch to close, failing the test after 10 s.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not come", what)
+	}
+}
