@@ -236,9 +236,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Breaker:         lk.breaker,
 		Limiter:         lk.limiter,
 	}
+	unverified := led.Link() == ledger.LinkUnverified
+	if unverified {
+		log.Warn("the link to the ledger is not verified: a host other than the loopback, reached in plaintext or without checking its certificate, as --db's sslmode states; whoever sits on that link can rewrite the ledger (SPEC 6a)", "db", led.Path())
+	}
 	var m *metrics.Metrics
 	if o.metricsAddr != "" {
 		m = metrics.New()
+		m.LedgerLinkUnverified(unverified)
 		m.WatchLedger(led)
 		m.WatchBreaker(lk.breaker)
 		m.WatchLimiter(o.core, lk.limiter)
@@ -286,6 +291,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"core", o.core,
 		"db", led.Path(),
 		"ledger", led.Store(),
+		"ledger_link", string(led.Link()),
 		"timeout", cliflag.FormatSeconds(o.timeout)+"s",
 		"connect_timeout", cliflag.FormatSeconds(min(o.connectTimeout, o.timeout))+"s",
 		"frame_timeout", cliflag.FormatSeconds(o.frameTimeout)+"s",

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // SchemaVersion is the highest schema version this binary knows (both
@@ -38,6 +40,9 @@ type config struct {
 	lockTimeout      time.Duration
 	retryFor         time.Duration // a wait (Claim, Finish): how long to retry what never reached the database
 	retryLaterFor    time.Duration // the same for FinishLater, which nobody waits for
+	// lookup, when set (tests), resolves the URL's host names, so that a
+	// name other than localhost can reach a test server on the loopback.
+	lookup pgconn.LookupFunc
 }
 
 func defaultConfig() config {

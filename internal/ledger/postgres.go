@@ -31,6 +31,7 @@ const schemaLockKey int64 = 0x6c6872656c6179
 // means.
 type pgStore struct {
 	cfg      config
+	link     Link
 	pool     *pgxpool.Pool
 	ncommits atomic.Uint64
 
@@ -42,13 +43,16 @@ type pgStore struct {
 }
 
 func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
-	shown := redactURL(rawURL)
-	fail := func(err error) (*pgStore, string, error) {
-		return nil, "", fmt.Errorf("ledger: open %s: %w", shown, err)
-	}
-	pcfg, err := pgxpool.ParseConfig(rawURL)
+	u, err := parseURL(rawURL)
 	if err != nil {
-		return fail(fmt.Errorf("bad PostgreSQL URL: %w", err))
+		return nil, "", fmt.Errorf("ledger: open %s: %w", displayUnparsed(rawURL), err)
+	}
+	pcfg, shown := u.cfg, u.shown
+	fail := func(err error) (*pgStore, string, error) {
+		return nil, "", fmt.Errorf("ledger: open %s: %w", shown, scrubbed{err, pcfg.ConnConfig.Password})
+	}
+	if cfg.lookup != nil {
+		pcfg.ConnConfig.LookupFunc = cfg.lookup
 	}
 	if err := fixSession(pcfg.ConnConfig, cfg); err != nil {
 		return fail(err)
@@ -59,7 +63,7 @@ func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
 	if pcfg.ConnConfig.ConnectTimeout == 0 {
 		pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
-	s := &pgStore{cfg: cfg, queue: newQueue(4 * cfg.maxBatch), writerDone: make(chan struct{}), locks: map[*pgx.Conn]string{}}
+	s := &pgStore{cfg: cfg, link: u.link, queue: newQueue(4 * cfg.maxBatch), writerDone: make(chan struct{}), locks: map[*pgx.Conn]string{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
@@ -194,29 +198,15 @@ func textColumn(ctx context.Context, tx pgx.Tx, q string) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// redactURL is the URL without its password, for messages and logs. It
-// works on the text, since a multi-host URL (h1:5432,h2:5432) is not one
-// net/url accepts.
-func redactURL(u string) string {
+// displayUnparsed is what is shown of a URL that cannot be parsed: its
+// scheme and what follows the last '@' up to the query, so that no part
+// of a password can be in it, whatever it holds.
+func displayUnparsed(u string) string {
 	scheme, rest, _ := strings.Cut(u, "://")
-	end := strings.IndexAny(rest, "/?")
-	if end < 0 {
-		end = len(rest)
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = rest[at+1:]
 	}
-	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-		if user, _, hasPW := strings.Cut(rest[:at], ":"); hasPW {
-			rest = user + ":xxxxx" + rest[at:]
-		}
-	}
-	if base, query, ok := strings.Cut(rest, "?"); ok {
-		parts := strings.Split(query, "&")
-		for i, p := range parts {
-			if strings.HasPrefix(p, "password=") {
-				parts[i] = "password=xxxxx"
-			}
-		}
-		rest = base + "?" + strings.Join(parts, "&")
-	}
+	rest, _, _ = strings.Cut(rest, "?")
 	return scheme + "://" + rest
 }
 

@@ -12,6 +12,7 @@ type linkMetrics struct {
 	NotAllowed      prometheus.Counter
 	OverShare       prometheus.Counter
 	HandshakeFailed prometheus.Counter
+	LedgerLink      prometheus.Gauge
 }
 
 func newLinkMetrics(reg *prometheus.Registry) *linkMetrics {
@@ -29,7 +30,11 @@ func newLinkMetrics(reg *prometheus.Registry) *linkMetrics {
 			Help: "Channel connections closed unread because their TLS handshake failed (no or an untrusted client certificate, a plain-TCP client, a timeout).",
 		}),
 	}
-	reg.MustRegister(l.NotAllowed, l.OverShare, l.HandshakeFailed)
+	l.LedgerLink = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "lhrelay_ledger_link_unverified",
+		Help: "1 when the link to a shared ledger on a host other than the loopback may be plaintext or take any certificate (an sslmode below verify-ca stated in --db), else 0.",
+	})
+	reg.MustRegister(l.NotAllowed, l.OverShare, l.HandshakeFailed, l.LedgerLink)
 	return l
 }
 
@@ -38,6 +43,15 @@ func (m *Metrics) ConnNotAllowed() { m.links.NotAllowed.Inc() }
 
 // ConnOverShare counts a connection refused by --max-conns-per-addr.
 func (m *Metrics) ConnOverShare() { m.links.OverShare.Inc() }
+
+// LedgerLinkUnverified exports whether the ledger's link is unverified.
+func (m *Metrics) LedgerLinkUnverified(unverified bool) {
+	v := 0.0
+	if unverified {
+		v = 1
+	}
+	m.links.LedgerLink.Set(v)
+}
 
 // TLSHandshakeFailed counts a channel connection whose TLS handshake failed.
 func (m *Metrics) TLSHandshakeFailed() { m.links.HandshakeFailed.Inc() }

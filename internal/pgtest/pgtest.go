@@ -361,3 +361,77 @@ func ServerPID(t testing.TB) int {
 // AdminURL is the URL of the server's maintenance database (for reading
 // server-wide statistics such as pg_stat_wal).
 func AdminURL(t testing.TB) string { return need(t).base }
+
+// SetSSL turns TLS on for the throwaway server with the given server
+// certificate and key (PEM), or off when certPEM is nil, and restarts it
+// (pg_ctl restart -m fast, as Restart). At the end of t the server is
+// back to its default, TLS off. Tests that use it must not run in
+// parallel with other tests of their package: sessions are cut off.
+func SetSSL(t testing.TB, certPEM, keyPEM []byte) {
+	t.Helper()
+	s := owned(t)
+	set := func(on bool) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, s.base)
+		if err != nil {
+			return fmt.Errorf("pgtest: connect %s: %w", s.base, err)
+		}
+		defer c.Close(ctx)
+		stmts := []string{`ALTER SYSTEM RESET ssl`, `ALTER SYSTEM RESET ssl_cert_file`, `ALTER SYSTEM RESET ssl_key_file`}
+		if on {
+			stmts = []string{
+				`ALTER SYSTEM SET ssl = on`,
+				fmt.Sprintf(`ALTER SYSTEM SET ssl_cert_file = '%s'`, filepath.Join(s.dir, "server.crt")),
+				fmt.Sprintf(`ALTER SYSTEM SET ssl_key_file = '%s'`, filepath.Join(s.dir, "server.key")),
+			}
+		}
+		for _, q := range stmts {
+			if _, err := c.Exec(ctx, q); err != nil {
+				return fmt.Errorf("pgtest: %s: %w", q, err)
+			}
+		}
+		return nil
+	}
+	restart := func() error {
+		if out, err := s.run("pg_ctl", "-D", s.data(), "-l", filepath.Join(s.dir, "server.log"), "-m", "fast", "-w", "-t", "60", "restart"); err != nil {
+			log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+			return fmt.Errorf("pg_ctl restart: %w\n%s\n%s", err, out, log)
+		}
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if certPEM != nil {
+		// PostgreSQL refuses a key readable by others or owned by
+		// someone else.
+		for name, b := range map[string][]byte{"server.crt": certPEM, "server.key": keyPEM} {
+			p := filepath.Join(s.dir, name)
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if s.cred != nil {
+				if err := os.Chown(p, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := set(certPEM != nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := restart(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err := set(false); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := restart(); err != nil {
+			t.Error(err)
+		}
+	})
+}

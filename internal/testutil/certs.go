@@ -71,12 +71,25 @@ func (ca *CA) Server(t testing.TB, name string) *Leaf {
 	return ca.issue(t, name, x509.ExtKeyUsageServerAuth)
 }
 
+// ServerFor issues a server certificate for the given DNS names only.
+func (ca *CA) ServerFor(t testing.TB, name string, dnsNames ...string) *Leaf {
+	return ca.issueWith(t, name, x509.ExtKeyUsageServerAuth, func(c *x509.Certificate) {
+		c.IPAddresses, c.DNSNames = nil, dnsNames
+	})
+}
+
 // Client issues a client certificate with common name name.
 func (ca *CA) Client(t testing.TB, name string) *Leaf {
 	return ca.issue(t, name, x509.ExtKeyUsageClientAuth)
 }
 
 func (ca *CA) issue(t testing.TB, name string, usage x509.ExtKeyUsage) *Leaf {
+	t.Helper()
+	return ca.issueWith(t, name, usage, nil)
+}
+
+// issueWith issues a certificate whose template edit may change.
+func (ca *CA) issueWith(t testing.TB, name string, usage x509.ExtKeyUsage, edit func(*x509.Certificate)) *Leaf {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -90,6 +103,9 @@ func (ca *CA) issue(t testing.TB, name string, usage x509.ExtKeyUsage) *Leaf {
 	if usage == x509.ExtKeyUsageServerAuth {
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 2), net.IPv6loopback}
 		tmpl.DNSNames = []string{"localhost"}
+	}
+	if edit != nil {
+		edit(tmpl)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
