@@ -39,7 +39,14 @@ func (l *Ledger) Backup(ctx context.Context, to string) (int64, error) {
 		return fail(err)
 	}
 	tmpPath := tmp.Name()
+	// A backup holds what the ledger holds: its owner's only, whatever
+	// the umask.
+	err = tmp.Chmod(0o600)
 	tmp.Close()
+	if err != nil {
+		os.Remove(tmpPath)
+		return fail(err)
+	}
 	defer os.Remove(tmpPath)
 
 	if err := s.copyTo(ctx, tmpPath); err != nil {

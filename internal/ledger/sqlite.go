@@ -50,6 +50,11 @@ func openSQLite(path string, cfg config) (*sqliteStore, string, error) {
 	if err := preflight(abs, cfg.mustExist); err != nil {
 		return nil, "", fmt.Errorf("ledger: open %s: %w", path, err)
 	}
+	if !cfg.mustExist {
+		if err := createPrivate(abs); err != nil {
+			return nil, "", fmt.Errorf("ledger: open %s: %w", path, err)
+		}
+	}
 
 	s := &sqliteStore{
 		path:       abs,
@@ -153,6 +158,25 @@ func preflight(path string, mustExist bool) error {
 		return fmt.Errorf("not a SQLite database: %w", ErrNotLedger)
 	}
 	return nil
+}
+
+// createPrivate creates the ledger file, if it does not exist, readable
+// and writable by its owner only, whatever the umask: it will hold account
+// numbers, amounts and balances (SPEC 6). SQLite gives the -wal and -shm
+// files it creates beside it the database file's permissions, so they are
+// private too. An existing file keeps the permissions it has.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// The umask can only take bits away from 0o600; a umask that took the
+	// owner's write bit would leave a ledger nobody can write.
+	return f.Chmod(0o600)
 }
 
 // classifyOpenErr marks SQLite's "file is not a database" as ErrNotLedger.
