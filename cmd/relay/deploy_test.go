@@ -16,6 +16,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/batch"
+	"lhrelay/internal/testutil"
 )
 
 // deployDir holds what an operations team installs (README, deploy/).
@@ -35,6 +36,19 @@ func TestDeployNamesExportedMetrics(t *testing.T) {
 	sendTransfer(t, r.addr, "00000000000000000000000000de0001") // so that the vectors have a series
 	_, body := httpGet(t, metricsURL+"/metrics")
 	exported := seriesNames(body)
+
+	// A relay serving TLS exports its certificates' expiry too.
+	dir := t.TempDir()
+	ca := testutil.NewCA(t, "relay CA")
+	cert, key := ca.Server(t, "relay").WriteFiles(t, dir, "relay")
+	rt := startRun(t, "--timeout", "1", "--metrics-addr", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key)
+	assert.Assert(t, rt.lines.Scan(), "no metrics line; stderr:\n%s", rt.stderr.String())
+	tlsMetricsURL, _ := strings.CutPrefix(rt.lines.Text(), "metrics listening on ")
+	rt.drain()
+	_, body = httpGet(t, tlsMetricsURL+"/metrics")
+	for name := range seriesNames(body) {
+		exported[name] = true
+	}
 
 	file := filepath.Join(t.TempDir(), "resolve.prom")
 	assert.NilError(t, batch.WriteMetricsFile(file, batch.NewSummary("resolve", "selected"), 0, time.Now()))

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,7 +62,7 @@ type linkOptions struct {
 func (lo *linkOptions) addFlags(fs *flag.FlagSet) {
 	lo.core.AddFlags(fs)
 	lo.channel.AddFlags(fs)
-	fs.StringVar(&lo.allowList, "allow", "", "accept channels only from these networks, `CIDR[,CIDR…]` (default: any); others are closed unread")
+	fs.StringVar(&lo.allowList, "allow", "any", "accept channels only from these networks, `CIDR[,CIDR…]`, or from any address (any); others are closed unread")
 	fs.IntVar(&lo.breakerFailures, "breaker-failures", defaultBreakerFailures, "core calls in a row that could not connect before the relay stops calling the core for --breaker-cooldown, answering "+string(generated.RspConnectFail)+" at once (0: no breaker)")
 	cliflag.SecondsVar(fs, &lo.breakerCooldown, "breaker-cooldown", defaultBreakerCooldown, "`seconds` the core is not called once the breaker opened; then one probe call at a time decides")
 	cliflag.SecondsVar(fs, &lo.breakerWindow, "breaker-window", breaker.DefaultWindow, "`seconds` over which the breaker's failure rate is counted")
@@ -73,7 +75,13 @@ func (lo *linkOptions) addFlags(fs *flag.FlagSet) {
 
 // check validates the flags; coreURL is --core.
 func (lo *linkOptions) check(coreURL string) error {
-	if lo.allowList != "" {
+	switch strings.TrimSpace(lo.allowList) {
+	case "any":
+	case "":
+		// An empty list that meant "every address" was too easy to set
+		// by mistake (LHRELAY_ALLOW= in a file) and read as "none".
+		return errors.New("--allow is empty: list networks (CIDR[,CIDR…]) or write any to accept every address")
+	default:
 		allow, err := relay.ParseAllow(lo.allowList)
 		if err != nil {
 			return fmt.Errorf("--allow %w", err)
@@ -108,9 +116,34 @@ func (lo *linkOptions) check(coreURL string) error {
 // side's (re-readable) and the breaker.
 type links struct {
 	coreTLS    *tls.Config
+	coreCerts  []tlsconf.Cert
 	channelTLS *tlsconf.Server // nil: plain TCP
 	breaker    *breaker.Breaker
 	limiter    *admit.Limiter // nil: no admission
+}
+
+// certs lists every certificate loaded, both sides, as now in force.
+func (l *links) certs() []tlsconf.Cert {
+	out := append([]tlsconf.Cert(nil), l.coreCerts...)
+	if l.channelTLS != nil {
+		out = append(out, l.channelTLS.Certs()...)
+	}
+	return out
+}
+
+// logExpiry logs each certificate that has expired (error) or expires
+// within tlsconf.ExpiryWarning (warn): at start and after each reload, so
+// that a certificate is not found expired by the first channel refused.
+func logExpiry(log *slog.Logger, certs []tlsconf.Cert, now time.Time) {
+	for _, c := range certs {
+		attrs := []any{"flag", "--" + c.Flag, "file", c.File, "subject", c.Subject, "not_after", c.NotAfter.UTC().Format(time.RFC3339)}
+		switch expired, soon := c.Soon(now); {
+		case expired:
+			log.Error("certificate expired: handshakes that depend on it fail", attrs...)
+		case soon:
+			log.Warn("certificate expires soon: replace it and send SIGHUP (channel side) or restart (core side)", append(attrs, "days_left", int(c.NotAfter.Sub(now).Hours()/24))...)
+		}
+	}
 }
 
 // build makes what the flags describe; timeout is --timeout, the bound
@@ -119,6 +152,9 @@ func (lo *linkOptions) build(coreURL string, timeout time.Duration, log *slog.Lo
 	var l links
 	var err error
 	if l.coreTLS, err = lo.core.Config(coreURL); err != nil {
+		return nil, err
+	}
+	if l.coreCerts, err = lo.core.Certs(); err != nil {
 		return nil, err
 	}
 	if lo.channel.Enabled() {
@@ -162,14 +198,23 @@ func (l *links) serverConfig() *tls.Config {
 	return l.channelTLS.Config()
 }
 
-// reloadOnHUP re-reads the channel side's certificate files on each SIGHUP
-// until ctx ends. Connections already open keep their session; the next
-// handshake uses the new files. A bad file keeps the ones in force.
-func (l *links) reloadOnHUP(ctx context.Context, files tlsconf.ServerFiles, log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
+// notifyHUP starts catching SIGHUP. The relay calls it first thing: a
+// SIGHUP that comes before (a reload while the database is slow to answer
+// at start) would otherwise kill it with no log line, which systemd takes
+// for a clean exit. One that comes during start-up is acted on once the
+// relay serves (reloadOnHUP). stop undoes it.
+func notifyHUP() (hup chan os.Signal, stop func()) {
+	hup = make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	return hup, func() { signal.Stop(hup) }
+}
+
+// reloadOnHUP re-reads the channel side's certificate files on each SIGHUP
+// from hup until ctx ends. Connections already open keep their session;
+// the next handshake uses the new files. A bad file keeps the ones in
+// force.
+func (l *links) reloadOnHUP(ctx context.Context, hup <-chan os.Signal, files tlsconf.ServerFiles, log *slog.Logger) {
 	go func() {
-		defer signal.Stop(hup)
 		for {
 			select {
 			case <-ctx.Done():
@@ -185,6 +230,7 @@ func (l *links) reloadOnHUP(ctx context.Context, files tlsconf.ServerFiles, log 
 				continue
 			}
 			log.Info("SIGHUP: TLS files reloaded; new connections use them", "tls_cert", files.Cert, "tls_client_ca", files.ClientCA)
+			logExpiry(log, l.channelTLS.Certs(), time.Now())
 		}
 	}()
 }

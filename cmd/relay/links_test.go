@@ -30,6 +30,8 @@ func TestLinkArgsErrors(t *testing.T) {
 	}{
 		{[]string{"--allow", "10.1.2.3/8"}, "--allow"},
 		{[]string{"--allow", "nonsense"}, "--allow"},
+		{[]string{"--allow", ""}, "--allow is empty: list networks (CIDR[,CIDR…]) or write any"},
+		{[]string{"--allow", " "}, "--allow is empty"},
 		{[]string{"--breaker-failures", "-1"}, "--breaker-failures"},
 		{[]string{"--breaker-cooldown", "0"}, "--breaker-cooldown"},
 		{[]string{"--breaker-window", "0"}, "--breaker-window"},

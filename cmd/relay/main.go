@@ -186,6 +186,8 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	hup, stopHUP := notifyHUP() // before anything slow
+	defer stopHUP()
 	o, err := parseArgs(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -200,6 +202,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "relay: %v\n", err)
 		return 2
 	}
+	logExpiry(log, lk.certs(), time.Now())
 
 	core, err := corecall.New(corecall.Config{
 		BaseURL:        o.core,
@@ -247,6 +250,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		m.WatchLedger(led)
 		m.WatchBreaker(lk.breaker)
 		m.WatchLimiter(o.core, lk.limiter)
+		m.WatchCerts(lk.certs)
 		m.SettleEvery(o.settle.every)
 		cfg.Metrics = m
 	}
@@ -316,7 +320,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"settle_min_age", cliflag.FormatSeconds(o.settle.minAge)+"s",
 		"stale_sent", cliflag.FormatSeconds(o.settle.staleSent)+"s",
 	)
-	lk.reloadOnHUP(ctx, o.links.channel, log)
+	lk.reloadOnHUP(ctx, hup, o.links.channel, log)
 	fmt.Fprintf(stdout, "relay listening on %s\n", ln.Addr())
 	if m != nil {
 		fmt.Fprintf(stdout, "metrics listening on http://%s\n", metricsAddr)

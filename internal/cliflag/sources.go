@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/peterbourgon/ff/v3"
@@ -100,8 +101,12 @@ func Read(fs *flag.FlagSet, args []string, u Usage) ([]string, error) {
 		return positional, nil
 	}
 	where := "config file " + path
+	shared := false // readable by group or others
+	if st, err := os.Stat(path); err == nil {
+		shared = st.Mode().Perm()&0o077 != 0
+	}
 	err = readSource(fs, func(name string) string { return where + ": " + name }, func() error {
-		return ff.Parse(fs, nil, ff.WithConfigFile(path), ff.WithConfigFileParser(knownKeys(fs, where)))
+		return ff.Parse(fs, nil, ff.WithConfigFile(path), ff.WithConfigFileParser(knownKeys(fs, where, shared)))
 	})
 	if err != nil {
 		if !strings.HasPrefix(err.Error(), where) { // opening it failed
@@ -188,7 +193,10 @@ func (s *sourced) Set(v string) error {
 // knownKeys is ff's plain parser refusing keys that are not flags of fs
 // (ff would say so too, in words that do not name the file), and --config
 // itself: one file does not name another.
-func knownKeys(fs *flag.FlagSet, where string) ff.ConfigFileParser {
+//
+// A file readable by group or others (shared) may not hold a password:
+// libpq's rule for its password file, applied to ours.
+func knownKeys(fs *flag.FlagSet, where string, shared bool) ff.ConfigFileParser {
 	return func(r io.Reader, set func(name, value string) error) error {
 		return ff.PlainParser(r, func(name, value string) error {
 			switch {
@@ -196,8 +204,25 @@ func knownKeys(fs *flag.FlagSet, where string) ff.ConfigFileParser {
 				return fmt.Errorf("%s: %s: a config file cannot name another", where, name)
 			case fs.Lookup(name) == nil:
 				return fmt.Errorf("%s: unknown key %q (%s has no --%s flag)", where, name, fs.Name(), name)
+			case shared && holdsPassword(value):
+				return fmt.Errorf("%s: %s holds a password and the file is readable by group or others: chmod 0600 it (or put the password in a PGPASSFILE)", where, name)
 			}
 			return set(name, value)
 		})
 	}
+}
+
+// holdsPassword reports whether a setting's value carries a password: a
+// URL with one in its user:password@ part, or a password= parameter.
+func holdsPassword(value string) bool {
+	if strings.Contains(strings.ToLower(value), "password=") {
+		return true
+	}
+	_, rest, ok := strings.Cut(value, "://")
+	if !ok {
+		return false
+	}
+	// The user information ends at the first '@' before any '/'.
+	i := strings.IndexAny(rest, "@/")
+	return i >= 0 && rest[i] == '@' && strings.Contains(rest[:i], ":")
 }

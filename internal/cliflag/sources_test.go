@@ -153,3 +153,37 @@ func writeConfig(t *testing.T, lines ...string) string {
 	assert.NilError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
 	return path
 }
+
+// TestConfigFileWithPasswordMustBePrivate: a config file readable by group
+// or others that holds a password is refused, naming the file and the key;
+// the same file 0600, or one without a password, is read.
+func TestConfigFileWithPasswordMustBePrivate(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		testutil.WriteFile(t, p, []byte(text))
+		assert.NilError(t, os.Chmod(p, mode))
+		return p
+	}
+	for _, tc := range []struct {
+		text string
+		mode os.FileMode
+		want string // "" : read
+	}{
+		{"core-url postgres://u:S3cr3t@db/x\n", 0o644, "core-url holds a password and the file is readable by group or others"},
+		{"core-url postgres://db/x?user=u&password=S3cr3t\n", 0o640, "core-url holds a password"},
+		{"core-url postgres://u:S3cr3t@db/x\n", 0o600, ""},
+		{"core-url postgres://u@db/x\n", 0o644, ""},
+		{"core-url http://core:8080/a:b@c\n", 0o644, ""},
+	} {
+		p := write("c.conf", tc.text, tc.mode)
+		fs, _, _, _ := testFlags()
+		_, err := Read(fs, []string{"--config", p}, Usage{Out: io.Discard})
+		if tc.want == "" {
+			assert.NilError(t, err, tc.text)
+			continue
+		}
+		assert.ErrorContains(t, err, "config file "+p+": "+tc.want)
+		assert.Assert(t, !strings.Contains(err.Error(), "S3cr3t"), err.Error())
+	}
+}

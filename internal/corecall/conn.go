@@ -3,6 +3,7 @@ package corecall
 import (
 	"errors"
 	"net"
+	"reflect"
 	"sync/atomic"
 )
 
@@ -24,9 +25,57 @@ var errSealed = errors.New("corecall: connection sealed after a failed call: not
 // is written that seal does not account for.
 type countingConn struct {
 	net.Conn
+	tls      bool         // a *tls.Conn: its first read may be a certificate alert
 	written  atomic.Int64 // bytes the kernel accepted, over the connection's life
 	inflight atomic.Int32 // Write calls between announcing and finishing
 	sealed   atomic.Bool
+	readAny  atomic.Bool // a Read has returned data
+	refused  atomic.Bool // the first Read failed with a certificate alert
+}
+
+// Read notes whether the connection's first read was the core refusing
+// the relay's certificate (see dialTLS).
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.readAny.Store(true)
+	} else if err != nil && c.tls && !c.readAny.Load() && isCertAlert(err) {
+		c.refused.Store(true)
+	}
+	return n, err
+}
+
+// refusedCert reports whether the core refused the relay's certificate
+// before sending a byte of application data: its handshake failed, so it
+// processed nothing written on this connection.
+func (c *countingConn) refusedCert() bool { return c.refused.Load() && !c.readAny.Load() }
+
+// certAlerts are the TLS alerts a server sends when it refuses a client's
+// certificate or the proof of its key (RFC 8446 §6.2): only during a
+// handshake, never about application data.
+var certAlerts = map[uint64]bool{
+	40:  true, // handshake_failure
+	42:  true, // bad_certificate
+	43:  true, // unsupported_certificate
+	44:  true, // certificate_revoked
+	45:  true, // certificate_expired
+	46:  true, // certificate_unknown
+	48:  true, // unknown_ca
+	49:  true, // access_denied
+	51:  true, // decrypt_error (CertificateVerify)
+	116: true, // certificate_required
+}
+
+// isCertAlert reports whether err is an alert the peer sent that refuses
+// a certificate. crypto/tls reports a received alert as a *net.OpError
+// with Op "remote error" whose Err is its (unexported) alert type, a uint8.
+func isCertAlert(err error) bool {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return false
+	}
+	v := reflect.ValueOf(op.Err)
+	return v.Kind() == reflect.Uint8 && certAlerts[v.Uint()]
 }
 
 // Write counts the bytes the kernel accepted. A write that fails returns how

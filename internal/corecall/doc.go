@@ -48,4 +48,25 @@
 // the same facts hold: the handshake is part of the dial, and the bytes
 // counted are those of the request written into the TLS connection (see
 // dialTLS).
+//
+// # TLS 1.3 and a refused client certificate
+//
+// TLS 1.3 is spoken when the core speaks it. In TLS 1.3 the client's side
+// of the handshake is over before the server has checked the client's
+// certificate, so a core that refuses the relay's certificate says so
+// with an alert that arrives after the request was written: by the byte
+// count alone that call would be E901, for every call, as long as the
+// certificate is refused. But a server that refuses a client certificate
+// aborts its handshake, and no TLS server processes application data
+// before its handshake is complete (the relay sends no 0-RTT data). So a
+// certificate alert (handshake_failure, bad_certificate,
+// unsupported_certificate, certificate_revoked, certificate_expired,
+// certificate_unknown, unknown_ca, access_denied, decrypt_error,
+// certificate_required) read as the first thing on a fresh connection
+// proves that nothing of the request was processed: E902. On a reused
+// connection, or after any byte of a response, the byte count decides as
+// before, so the default stays E901 whenever there is doubt.
+// TestTLS13CoreRefusesClientCertificate shows it against a TLS 1.3 core;
+// TLS 1.2 cores still refuse within the handshake (E902 at the dial).
+// Both versions use AEAD cipher suites only (tlsconf.Harden).
 package corecall

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http/httptrace"
 	"time"
+
+	"lhrelay/internal/tlsconf"
 )
 
 // dialTLS returns the transport's DialTLSContext for an https core. It
@@ -27,12 +29,19 @@ import (
 //     A write in progress when the call failed still counts as maybe
 //     sent (sealNothingWritten), as over TCP.
 //
-// The version is TLS 1.2, whatever the configuration says. In TLS 1.3 the
-// client's handshake is over before the server has checked the client's
-// certificate: a core that refuses the relay's certificate (or wants one
-// and got none) says so only after the request was written, which would
-// turn a certificate the core refuses into E901 for every call. In TLS 1.2
-// the server's verdict is part of the handshake, so it is E902, the truth.
+// TLS 1.3 is spoken when the core speaks it (1.2 otherwise), with AEAD
+// suites only (tlsconf.Harden). In TLS 1.3 the client's handshake is over
+// before the server has checked the client's certificate: a core that
+// refuses the relay's certificate (or wants one and got none) says so with
+// an alert that arrives after the request was written. That alert, read
+// as the first thing on a fresh connection, still proves that nothing was
+// processed: a server that refuses the client's certificate aborts the
+// handshake, and no TLS server processes application data before its
+// handshake is complete (no 0-RTT data is ever sent). So such a call is
+// E902 (countingConn.refusedCert, tracer.nothingSent); anything else read
+// first, or a refusal on a reused connection, keeps the byte count's
+// verdict. TestTLS13CoreRefusesClientCertificate shows it against a TLS
+// 1.3 core.
 //
 // The connect timeout bounds the TCP connect and the handshake together.
 // The configuration is cloned for each connection; ServerName defaults to
@@ -51,7 +60,7 @@ func dialTLS(dial DialFunc, connectTimeout time.Duration, base *tls.Config) func
 				cfg.ServerName = host
 			}
 		}
-		cfg.MinVersion, cfg.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
+		tlsconf.Harden(cfg)
 		cfg.NextProtos = []string{"http/1.1"}
 		tc := tls.Client(raw, cfg)
 		trace := httptrace.ContextClientTrace(ctx)
@@ -66,10 +75,10 @@ func dialTLS(dial DialFunc, connectTimeout time.Duration, base *tls.Config) func
 			raw.Close()
 			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 		}
-		return &countingConn{Conn: tc}, nil
+		return &countingConn{Conn: tc, tls: true}, nil
 	}
 }
 
 // defaultTLS is the configuration for an https core when none is given:
 // the system's trusted CAs, no client certificate.
-func defaultTLS() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS12} }
+func defaultTLS() *tls.Config { return tlsconf.Harden(&tls.Config{}) }

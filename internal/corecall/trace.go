@@ -80,6 +80,11 @@ func (t *tracer) nothingSent() bool {
 	switch {
 	case t.conns == 0:
 		return true
+	case t.conns == 1 && !t.reused && t.conn != nil && t.conn.refusedCert():
+		// A TLS 1.3 core refused the relay's certificate: its handshake
+		// failed, whatever was written (see dialTLS).
+		t.conn.sealNothingWritten(t.mark)
+		return true
 	case t.conns > 1 || t.foreign:
 		if t.conn != nil {
 			t.conn.sealNothingWritten(t.mark)

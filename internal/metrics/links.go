@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"lhrelay/internal/breaker"
+	"lhrelay/internal/tlsconf"
 )
 
 // linkMetrics are the secured link's series: connections refused by
@@ -86,4 +87,30 @@ func (c breakerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, float64(c.b.State()), name)
 	ch <- prometheus.MustNewConstMetric(breakerOpensDesc, prometheus.CounterValue, float64(c.b.Opens()), name)
 	ch <- prometheus.MustNewConstMetric(breakerRefusedDesc, prometheus.CounterValue, float64(c.b.Refused()), name)
+}
+
+var certExpiryDesc = prometheus.NewDesc("lhrelay_tls_certificate_expiry_timestamp_seconds",
+	"When each certificate the relay loaded expires (Unix time): its own on either link and the CAs it trusts. Files re-read on SIGHUP are shown as reloaded.",
+	[]string{"flag", "subject"}, nil)
+
+// WatchCerts exports the expiry time of the certificates certs lists,
+// read at each scrape (so a reload shows at the next one).
+func (m *Metrics) WatchCerts(certs func() []tlsconf.Cert) {
+	m.Registry.MustRegister(certCollector(certs))
+}
+
+type certCollector func() []tlsconf.Cert
+
+func (c certCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certExpiryDesc }
+
+func (c certCollector) Collect(ch chan<- prometheus.Metric) {
+	seen := map[[2]string]bool{}
+	for _, cert := range c() {
+		k := [2]string{cert.Flag, cert.Subject}
+		if seen[k] {
+			continue // one series per label set; a bundle may repeat a subject
+		}
+		seen[k] = true
+		ch <- prometheus.MustNewConstMetric(certExpiryDesc, prometheus.GaugeValue, float64(cert.NotAfter.Unix()), cert.Flag, cert.Subject)
+	}
 }

@@ -50,7 +50,8 @@ func remoteAddr(nc net.Conn) netip.Addr {
 func (s *Server) NotAllowed() int64 { return s.notAllowed.Load() }
 
 // ParseAllow parses a comma-separated list of networks (CIDR, or a bare
-// address for one host), as --allow takes it. A network with host bits set
+// address for one host), as --allow takes it. An IPv4-mapped IPv6 entry
+// (::ffff:10.0.0.0/104) is taken as the IPv4 network it maps. A network with host bits set
 // (10.1.2.3/8) is refused: it is more likely a typing mistake than meant.
 func ParseAllow(list string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
@@ -69,6 +70,15 @@ func ParseAllow(list string) ([]netip.Prefix, error) {
 		}
 		if p != p.Masked() {
 			return nil, fmt.Errorf("%q: host bits set; did you mean %s?", item, p.Masked())
+		}
+		if p.Addr().Is4In6() {
+			// Clients are matched by their unmapped address (remoteAddr),
+			// so a mapped entry would never match an IPv4 client: take it
+			// as the IPv4 network it names.
+			if p.Bits() < 96 {
+				return nil, fmt.Errorf("%q: an IPv4-mapped network must be /96 or longer; write the IPv4 network instead", item)
+			}
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		out = append(out, p)
 	}

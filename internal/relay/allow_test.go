@@ -43,8 +43,20 @@ func TestParseAllow(t *testing.T) {
 	assert.Equal(t, len(got), 3)
 	assert.Equal(t, got[1].String(), "192.168.1.7/32")
 	assert.Equal(t, got[2].String(), "::1/128")
-	for _, bad := range []string{"", "10.0.0.0/8,", "10.1.2.3/8", "nonsense", "10.0.0.0/33"} {
+	for _, bad := range []string{"", "10.0.0.0/8,", "10.1.2.3/8", "nonsense", "10.0.0.0/33", "::ffff:0:0/80"} {
 		_, err := ParseAllow(bad)
 		assert.Assert(t, err != nil, "%q accepted", bad)
 	}
+}
+
+// TestAllowIPv4Mapped: an IPv4-mapped entry admits the IPv4 clients it
+// names (it used to refuse them all, silently).
+func TestAllowIPv4Mapped(t *testing.T) {
+	got, err := ParseAllow("::ffff:127.0.0.1,::ffff:10.0.0.0/104")
+	assert.NilError(t, err)
+	assert.Equal(t, got[0].String(), "127.0.0.1/32")
+	assert.Equal(t, got[1].String(), "10.0.0.0/8")
+	e := startEnv(t, envConfig{core: simCore(0), allow: got})
+	assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.srv.NotAllowed(), int64(0))
 }

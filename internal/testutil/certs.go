@@ -78,6 +78,12 @@ func (ca *CA) ServerFor(t testing.TB, name string, dnsNames ...string) *Leaf {
 	})
 }
 
+// ServerWith issues a server certificate as Server does, after edit has
+// changed its template (a validity period, other names).
+func (ca *CA) ServerWith(t testing.TB, name string, edit func(*x509.Certificate)) *Leaf {
+	return ca.issueWith(t, name, x509.ExtKeyUsageServerAuth, edit)
+}
+
 // Client issues a client certificate with common name name.
 func (ca *CA) Client(t testing.TB, name string) *Leaf {
 	return ca.issue(t, name, x509.ExtKeyUsageClientAuth)
