@@ -49,6 +49,8 @@ type linkOptions struct {
 	channel         tlsconf.ServerFiles
 	allowList       string
 	allow           []netip.Prefix
+	clientOrg       string
+	clientOrgs      *relay.ClientOrgs
 	breakerFailures int
 	breakerCooldown time.Duration
 	breakerWindow   time.Duration
@@ -63,6 +65,7 @@ func (lo *linkOptions) addFlags(fs *flag.FlagSet) {
 	lo.core.AddFlags(fs)
 	lo.channel.AddFlags(fs)
 	fs.StringVar(&lo.allowList, "allow", "any", "accept channels only from these networks, `CIDR[,CIDR…]`, or from any address (any); others are closed unread")
+	fs.StringVar(&lo.clientOrg, "tls-client-org", "", "bind client certificates to the SRC_ORG values they may send: `FIELD=VALUE:ORG[,ORG…]` rules separated by ';' (FIELD O, OU, CN or DNS), or @FILE with one rule a line; another SRC_ORG is answered "+string(generated.RspBadFrame)+" (needs --tls-client-ca; default off)")
 	fs.IntVar(&lo.breakerFailures, "breaker-failures", defaultBreakerFailures, "core calls in a row that could not connect before the relay stops calling the core for --breaker-cooldown, answering "+string(generated.RspConnectFail)+" at once (0: no breaker)")
 	cliflag.SecondsVar(fs, &lo.breakerCooldown, "breaker-cooldown", defaultBreakerCooldown, "`seconds` the core is not called once the breaker opened; then one probe call at a time decides")
 	cliflag.SecondsVar(fs, &lo.breakerWindow, "breaker-window", breaker.DefaultWindow, "`seconds` over which the breaker's failure rate is counted")
@@ -87,6 +90,16 @@ func (lo *linkOptions) check(coreURL string) error {
 			return fmt.Errorf("--allow %w", err)
 		}
 		lo.allow = allow
+	}
+	if lo.clientOrg != "" {
+		if lo.channel.ClientCA == "" {
+			return errors.New("--tls-client-org needs --tls-client-ca: only a verified client certificate can be bound to SRC_ORGs")
+		}
+		orgs, err := relay.ParseClientOrgs(lo.clientOrg)
+		if err != nil {
+			return fmt.Errorf("--tls-client-org %w", err)
+		}
+		lo.clientOrgs = orgs
 	}
 	if lo.breakerFailures < 0 {
 		return fmt.Errorf("--breaker-failures %d: want 0 (off) or more", lo.breakerFailures)

@@ -32,6 +32,8 @@ func TestLinkArgsErrors(t *testing.T) {
 		{[]string{"--allow", "nonsense"}, "--allow"},
 		{[]string{"--allow", ""}, "--allow is empty: list networks (CIDR[,CIDR…]) or write any"},
 		{[]string{"--allow", " "}, "--allow is empty"},
+		{[]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-org", "CN=atm:081"}, "--tls-client-org needs --tls-client-ca"},
+		{[]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", cert, "--tls-client-org", "CN=atm"}, "--tls-client-org \"CN=atm\": want"},
 		{[]string{"--breaker-failures", "-1"}, "--breaker-failures"},
 		{[]string{"--breaker-cooldown", "0"}, "--breaker-cooldown"},
 		{[]string{"--breaker-window", "0"}, "--breaker-window"},

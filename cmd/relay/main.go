@@ -236,6 +236,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Logger:          log,
 		TLS:             lk.serverConfig(),
 		Allow:           o.links.allow,
+		ClientOrgs:      o.links.clientOrgs,
 		Breaker:         lk.breaker,
 		Limiter:         lk.limiter,
 	}
@@ -308,6 +309,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"tls", lk.channelTLS != nil,
 		"tls_client_auth", lk.channelTLS != nil && lk.channelTLS.ClientAuth(),
 		"allow", o.links.allowList,
+		"tls_client_org", o.links.clientOrg != "",
 		"breaker_failures", o.links.breakerFailures,
 		"breaker_cooldown", cliflag.FormatSeconds(o.links.breakerCooldown)+"s",
 		"breaker_window", cliflag.FormatSeconds(o.links.breakerWindow)+"s",

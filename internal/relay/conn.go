@@ -41,9 +41,12 @@ type conn struct {
 	remote string
 	addr   netip.Addr // the remote address, as its MaxConnsPerAddr share counts it
 	client string     // the channel's verified TLS client certificate subject, if any
-	br     *bufio.Reader
-	frame  []byte // the frame being handled (ReadFrame's buffer)
-	out    []byte // the answer being built
+	// orgs, when Config.ClientOrgs is set, are the SRC_ORGs this
+	// connection's client certificate may send as.
+	orgs  map[string]bool
+	br    *bufio.Reader
+	frame []byte // the frame being handled (ReadFrame's buffer)
+	out   []byte // the answer being built
 
 	mu       sync.Mutex
 	state    connState

@@ -132,6 +132,11 @@ func (c *conn) process(st *frameState) []byte {
 	tx, req := r.Tx, r.Body
 	st.tx, st.req = tx, req
 	c.logReceived(st)
+	if s.clientOrgs != nil && !c.orgs[st.hdr.SrcOrg] {
+		// Authenticated is not authorised (SPEC 5.9): the frame line
+		// carries the certificate's subject.
+		return c.reject(st, generated.SourceBadFrame, "SRC_ORG not allowed for this client certificate (--tls-client-org)", fmt.Errorf("SRC_ORG %q", st.hdr.SrcOrg))
+	}
 	call, err := corecall.Prepare(tx, st.hdr.GUID, req)
 	if err != nil {
 		return c.reject(st, generated.SourceBadFrame, "body does not fit the core API", err)

@@ -122,6 +122,7 @@ type envConfig struct {
 	metrics        *metrics.Metrics
 	tls            *tls.Config    // channel side (Config.TLS)
 	allow          []netip.Prefix // Config.Allow
+	clientOrgs     *ClientOrgs    // Config.ClientOrgs
 	coreTLS        *tls.Config    // the core client's (corecall.Config.TLS)
 	breaker        *breaker.Breaker
 	limiter        *admit.Limiter
@@ -173,6 +174,7 @@ func startEnv(t *testing.T, cfg envConfig) *env {
 		Logger:          logger,
 		TLS:             cfg.tls,
 		Allow:           cfg.allow,
+		ClientOrgs:      cfg.clientOrgs,
 		Breaker:         cfg.breaker,
 		Limiter:         cfg.limiter,
 	}

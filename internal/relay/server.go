@@ -92,6 +92,10 @@ type Config struct {
 	// frames it does not admit (package comment, Overload). Nil admits
 	// every call.
 	Limiter *admit.Limiter
+	// ClientOrgs, when set, binds each channel's client certificate to the
+	// SRC_ORG values it may send (clientorg.go); TLS must then require
+	// client certificates. Nil: any SRC_ORG.
+	ClientOrgs *ClientOrgs
 	// Allow, when not empty, lists the networks channels may connect from;
 	// a connection from elsewhere is closed unread (see allowed).
 	Allow []netip.Prefix
@@ -113,6 +117,7 @@ type Server struct {
 	now           func() time.Time
 	tls           *tls.Config    // nil: plain TCP
 	allow         []netip.Prefix // empty: every address
+	clientOrgs    *ClientOrgs    // nil: any SRC_ORG
 	breaker       *breaker.Breaker
 	limiter       *admit.Limiter // nil: every call admitted
 
@@ -162,6 +167,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Core == nil {
 		return nil, errors.New("relay: no core client")
 	}
+	if cfg.ClientOrgs != nil && (cfg.TLS == nil || (cfg.TLS.ClientAuth != tls.RequireAndVerifyClientCert && cfg.TLS.GetConfigForClient == nil)) {
+		return nil, errors.New("relay: client SRC_ORG bindings need TLS with client certificates")
+	}
 	if cfg.FrameTimeout < 0 || cfg.IdleTimeout < 0 || cfg.MaxConns < 0 || cfg.MaxConnsPerAddr < 0 || cfg.LedgerTimeout < 0 {
 		return nil, errors.New("relay: negative timeout or connection limit")
 	}
@@ -177,6 +185,7 @@ func New(cfg Config) (*Server, error) {
 		now:           cfg.Now,
 		tls:           cfg.TLS,
 		allow:         cfg.Allow,
+		clientOrgs:    cfg.ClientOrgs,
 		breaker:       cfg.Breaker,
 		limiter:       cfg.Limiter,
 		listeners:     map[net.Listener]struct{}{},

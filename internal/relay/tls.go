@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"time"
 )
 
@@ -32,8 +33,13 @@ func (c *conn) handshake() bool {
 		}
 		return false
 	}
+	var leaf *x509.Certificate
 	if peers := tc.ConnectionState().PeerCertificates; len(peers) > 0 {
-		c.client = peers[0].Subject.String()
+		leaf = peers[0]
+		c.client = leaf.Subject.String()
+	}
+	if c.s.clientOrgs != nil {
+		c.orgs = c.s.clientOrgs.orgsFor(leaf)
 	}
 	c.s.log.Debug("TLS handshake done", "remote", c.remote, "client", c.client, "version", tls.VersionName(tc.ConnectionState().Version))
 	return true
