@@ -1,11 +1,17 @@
 // Command coresim serves the core banking simulator (SPEC §8) over HTTP:
 //
 //	coresim --port 9201 [--listen ADDR] [--delay SECONDS] [--max-concurrent N] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE]
+//	        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+//
+// With --tls-cert and --tls-key it serves https (and with --tls-client-ca
+// requires a client certificate from those CAs), so that the relay's
+// secured core link can be tried with the project's own tools.
 //
 // Once it listens it prints one line to standard output,
 //
 //	coresim listening on http://127.0.0.1:9201
 //
+// (https:// when serving TLS)
 // so that a script can wait for it (and learn the port when --port is 0). Its
 // own log goes to standard error. SIGINT or SIGTERM stops it gracefully: it
 // stops accepting connections, lets requests in flight finish (a SLOW
@@ -18,6 +24,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,6 +37,7 @@ import (
 
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/coresim"
+	"lhrelay/internal/tlsconf"
 )
 
 func main() {
@@ -44,6 +52,7 @@ type options struct {
 	logPath  string
 	maxConc  int
 	service  time.Duration
+	tls      tlsconf.ServerFiles
 }
 
 const usageText = `usage: coresim [--port P] [--listen ADDR] [--delay SECONDS] [--max-concurrent N] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE]
@@ -68,6 +77,9 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.Int64Var(&o.limit, "limit", coresim.DefaultLimit, "largest `amount` of one transfer; more is LIMIT_EXCEEDED")
 	fs.StringVar(&o.accounts, "accounts", "", "CSV `file` of accounts (header bank,acct,balance) instead of the built-in set")
 	fs.StringVar(&o.logPath, "log", "", "append one line per request to `file` (- for standard output)")
+	fs.StringVar(&o.tls.Cert, "tls-cert", "", "PEM `file` of the certificate the relay sees: serve https (with --tls-key)")
+	fs.StringVar(&o.tls.Key, "tls-key", "", "PEM `file` of the private key of --tls-cert")
+	fs.StringVar(&o.tls.ClientCA, "tls-client-ca", "", "PEM `file` of the CAs a caller's client certificate must chain to: require one (mTLS)")
 
 	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
 		return o, err
@@ -124,11 +136,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Log = f
 	}
 	sim := coresim.New(cfg)
+	var tlsCfg *tls.Config
+	if o.tls.Enabled() {
+		ts, err := tlsconf.NewServer(o.tls)
+		if err != nil {
+			fmt.Fprintf(stderr, "coresim: %v\n", err)
+			return 2
+		}
+		tlsCfg = ts.Config()
+	}
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "coresim: %v\n", err)
 		return 1
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		// HTTP/1.1 only, as the relay speaks it.
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https"
 	}
 	srv := &http.Server{
 		Handler:           sim,
@@ -150,8 +176,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"accounts", nAccounts,
 		"accounts_file", o.accounts,
 		"log", o.logPath,
+		"tls", tlsCfg != nil,
+		"tls_client_auth", o.tls.ClientCA != "",
 	)
-	fmt.Fprintf(stdout, "coresim listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "coresim listening on %s://%s\n", scheme, ln.Addr())
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

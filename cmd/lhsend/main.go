@@ -20,6 +20,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -37,6 +38,7 @@ import (
 	"lhrelay/internal/channel"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/generated"
+	"lhrelay/internal/tlsconf"
 )
 
 func main() {
@@ -71,6 +73,10 @@ type options struct {
 	raw            []byte
 	rawGiven       bool
 	timeout        time.Duration
+	tlsCA          string      // --tls-ca
+	tlsCert        string      // --tls-cert
+	tlsKey         string      // --tls-key
+	tls            *tls.Config // built from them; nil: plain TCP
 
 	load        bool // --count given
 	count       int
@@ -176,6 +182,10 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.Float64Var(&o.duplicates, "duplicates", 0, "load: `percent` of frames reusing an earlier frame's GUID and body (ledger replay)")
 	fs.Uint64Var(&o.seed, "seed", 0, "load: `seed` for amounts and duplicates, to repeat a run (0 = random)")
 
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "speak TLS to the relay, trusting the CAs of this PEM `file` (default with --tls-cert: the system's)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM `file` of a client certificate to present (a relay with --tls-client-ca requires one; with --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM `file` of the private key of --tls-cert")
+
 	fixed := func(name string) bool { return fs.Lookup(name) != nil || cliflag.Standard(name) }
 	for _, bf := range bodyFlags(fixed) {
 		o.flagNames[bf.key] = bf.name
@@ -205,6 +215,9 @@ func (o *options) check(fs *flag.FlagSet) error {
 	if o.addr == "" {
 		return errors.New("--addr: empty address")
 	}
+	if err := o.buildTLS(); err != nil {
+		return err
+	}
 	if o.rawGiven {
 		if o.stdin || o.load || len(o.fields) > 0 || has("tx") || has("guid") {
 			return errors.New("--raw/--raw-file send bytes as they are: no --stdin, --count, --tx, --guid or body flags with them")
@@ -228,6 +241,34 @@ func (o *options) check(fs *flag.FlagSet) error {
 			return fmt.Errorf("--%s is for load runs: give --count too", name)
 		}
 	}
+	return nil
+}
+
+// buildTLS makes the TLS configuration of --tls-ca, --tls-cert and
+// --tls-key: none of them means plain TCP.
+func (o *options) buildTLS() error {
+	if o.tlsCA == "" && o.tlsCert == "" && o.tlsKey == "" {
+		return nil
+	}
+	cfg := tlsconf.Harden(&tls.Config{})
+	if o.tlsCA != "" {
+		pool, err := tlsconf.LoadPool(o.tlsCA)
+		if err != nil {
+			return fmt.Errorf("--tls-ca: %w", err)
+		}
+		cfg.RootCAs = pool
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if o.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert %s / --tls-key %s: %w", o.tlsCert, o.tlsKey, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	o.tls = cfg
 	return nil
 }
 
@@ -334,7 +375,7 @@ func runRequests(ctx context.Context, o options, stdin io.Reader, stdout, stderr
 			return fail(stderr, exitUsage, err)
 		}
 	}
-	conn, err := channel.Dial(ctx, o.addr, o.timeout)
+	conn, err := channel.Dial(ctx, o.addr, o.timeout, channel.WithTLS(o.tls))
 	if err != nil {
 		return fail(stderr, exitFailed, err)
 	}
@@ -409,7 +450,7 @@ type rawOutput struct {
 }
 
 func runRaw(ctx context.Context, o options, stdout, stderr io.Writer) int {
-	res, err := channel.Probe(ctx, o.addr, o.raw, o.timeout)
+	res, err := channel.Probe(ctx, o.addr, o.raw, o.timeout, channel.WithTLS(o.tls))
 	if err != nil {
 		return fail(stderr, exitFailed, err)
 	}
@@ -480,7 +521,7 @@ func runLoad(ctx context.Context, o options, stdin io.Reader, stdout, stderr io.
 	cfg := channel.LoadConfig{
 		Addr: o.addr, Tx: reqs[0].Tx, SrcOrg: o.srcOrg, DstOrg: o.dstOrg, Fields: reqs[0].Fields,
 		Count: o.count, Concurrency: o.concurrency, Rate: o.rate, Duplicates: o.duplicates,
-		Timeout: o.timeout, Seed: o.seed,
+		Timeout: o.timeout, Seed: o.seed, TLS: o.tls,
 	}
 	if err := cfg.Validate(); err != nil {
 		return fail(stderr, exitUsage, err)

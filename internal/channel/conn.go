@@ -3,6 +3,7 @@ package channel
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -44,16 +45,45 @@ type Conn struct {
 	broken  error
 }
 
+// DialOption changes how Dial connects.
+type DialOption func(*dialConfig)
+
+type dialConfig struct{ tls *tls.Config }
+
+// WithTLS speaks TLS with cfg to a relay that serves channels over TLS
+// (SPEC 5.9): cfg holds the CAs to trust and, when the relay requires
+// one, the client certificate. A nil cfg means plain TCP.
+func WithTLS(cfg *tls.Config) DialOption { return func(d *dialConfig) { d.tls = cfg } }
+
 // Dial connects to the relay at addr (HOST:PORT). timeout bounds the connect
-// and, later, each Send; zero means DefaultTimeout.
-func Dial(ctx context.Context, addr string, timeout time.Duration) (*Conn, error) {
+// (and the TLS handshake) and, later, each Send; zero means DefaultTimeout.
+func Dial(ctx context.Context, addr string, timeout time.Duration, opts ...DialOption) (*Conn, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
+	}
+	var dc dialConfig
+	for _, o := range opts {
+		o(&dc)
 	}
 	d := net.Dialer{Timeout: timeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach relay: %w", err)
+	}
+	if dc.tls != nil {
+		cfg := dc.tls.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("TLS handshake with relay %s: %w", addr, err)
+		}
+		nc = tc
 	}
 	return &Conn{
 		nc:      nc,

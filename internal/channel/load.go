@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -47,6 +48,8 @@ type LoadConfig struct {
 	Duplicates float64
 	// Timeout bounds each connect and each answer; DefaultTimeout when zero.
 	Timeout time.Duration
+	// TLS, when set, speaks TLS to the relay (see WithTLS).
+	TLS *tls.Config
 	// Seed makes the choice of varied values and duplicates repeatable; 0 picks
 	// one at random. GUIDs are always fresh.
 	Seed uint64
@@ -175,7 +178,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (Summary, error) {
 	nconn := min(cfg.Concurrency, cfg.Count)
 	conns := make([]*Conn, nconn)
 	for i := range conns {
-		if conns[i], err = Dial(ctx, cfg.Addr, cfg.Timeout); err != nil {
+		if conns[i], err = Dial(ctx, cfg.Addr, cfg.Timeout, WithTLS(cfg.TLS)); err != nil {
 			for _, c := range conns[:i] {
 				c.Close()
 			}
@@ -300,7 +303,7 @@ func (w *worker) drop() {
 func (w *worker) send(spec frameSpec, res *Result) {
 	r := w.r
 	if w.c == nil {
-		c, err := Dial(w.ctx, r.cfg.Addr, r.cfg.Timeout)
+		c, err := Dial(w.ctx, r.cfg.Addr, r.cfg.Timeout, WithTLS(r.cfg.TLS))
 		if err != nil {
 			res.Err = err
 			return

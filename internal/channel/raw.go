@@ -80,9 +80,9 @@ type ProbeResult struct {
 // or nothing arrives for timeout (zero means DefaultTimeout). It is for
 // probing the relay with malformed input. Its error reports only a failure
 // to connect or to send.
-func Probe(ctx context.Context, addr string, data []byte, timeout time.Duration) (ProbeResult, error) {
+func Probe(ctx context.Context, addr string, data []byte, timeout time.Duration, opts ...DialOption) (ProbeResult, error) {
 	var res ProbeResult
-	c, err := Dial(ctx, addr, timeout)
+	c, err := Dial(ctx, addr, timeout, opts...)
 	if err != nil {
 		return res, err
 	}

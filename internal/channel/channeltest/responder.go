@@ -5,6 +5,7 @@
 package channeltest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -46,6 +47,23 @@ func Start(t testing.TB, h Handler) *Responder {
 	if err != nil {
 		t.Fatalf("channeltest: listen: %v", err)
 	}
+	return startOn(t, h, ln)
+}
+
+// StartTLS is Start serving TLS with cfg, as a relay with --tls-cert does.
+func StartTLS(t testing.TB, h Handler, cfg *tls.Config) *Responder {
+	t.Helper()
+	if h == nil {
+		h = Answer0000
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("channeltest: listen: %v", err)
+	}
+	return startOn(t, h, tls.NewListener(ln, cfg))
+}
+
+func startOn(t testing.TB, h Handler, ln net.Listener) *Responder {
 	r := &Responder{Addr: ln.Addr().String(), handler: h, ln: ln, open: make(map[net.Conn]struct{})}
 	r.wg.Go(r.accept)
 	t.Cleanup(r.Close)
