@@ -197,5 +197,5 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	o, err := parseArgs(nil, os.Stderr)
 	assert.NilError(t, err, "relay.env: %v", args)
 	assert.Equal(t, o.db, "/var/lib/lhrelay/relay.db")
-	assert.Equal(t, o.addr, "0.0.0.0:9200")
+	assert.Equal(t, o.addr, "127.0.0.1:9200", "the shipped settings expose nothing until the operator chooses how")
 }

@@ -30,20 +30,30 @@
 //
 // --metrics-addr ADDR (off by default) serves, on its own HTTP listener,
 // /metrics (Prometheus: frames by TX_CODE and response code, core call
-// latency, frames in flight, connections, ledger rows by state), /healthz
-// (200 while the process runs) and /readyz (200 when the ledger answers and
+// latency, frames in flight, connections, ledger rows by state,
+// certificates' expiry), /healthz and /livez (200 while the process runs)
+// and /readyz (200 when the ledger answers, --max-conns refuses nothing and
 // the relay is not stopping, else 503). Bind it to an address only the
 // monitoring network reaches.
+//
+// A new connection has --frame-timeout to finish its TLS handshake and
+// start its first frame; one address holds at most --max-conns-per-addr
+// connections (default half of --max-conns), so that silent or hostile
+// connections cannot take every slot (SPEC 5.7).
 //
 // The links can be secured and guarded (README, "Securing the links"):
 // --core https://… with --core-ca, --core-cert and --core-key (mTLS);
 // --tls-cert and --tls-key serve channels over TLS, --tls-client-ca
-// requires a client certificate; --allow CIDR[,CIDR…] accepts channels
-// only from those networks; --breaker-failures and --breaker-cooldown stop
-// calling a core that keeps failing to connect or timing out (frames are
-// answered E902 at once meanwhile). SIGHUP re-reads the --tls-* files: new
-// connections use them, open ones are not dropped, and a bad file keeps
-// the ones in force (logged).
+// requires a client certificate, --tls-client-org binds each client
+// certificate to the SRC_ORGs it may send; --allow CIDR[,CIDR…] (or any)
+// accepts channels only from those networks; --breaker-failures and
+// --breaker-cooldown stop calling a core that keeps failing to connect or
+// timing out (frames are answered E902 at once meanwhile). SIGHUP
+// re-reads the --tls-* files: new connections use them, open ones are not
+// dropped, and a bad file keeps the ones in force (logged). SIGHUP is
+// caught from the start, so one sent while the relay is starting does not
+// kill it. Certificates that expired, or expire within 14 days, are logged
+// at start and on each reload.
 //
 // SIGINT or SIGTERM stops it: it stops accepting, closes idle connections,
 // finishes the frames in flight (each bounded by --timeout; the whole stop by
@@ -129,7 +139,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.IntVar(&o.maxConns, "max-conns", relay.DefaultMaxConns, "most channel connections open at once; one more is closed at once, unread")
 	fs.IntVar(&o.maxPerAddr, "max-conns-per-addr", 0, "most channel connections open at once from one address (0: half of --max-conns, room for a gateway's many channels while one address cannot lock out the rest); one more is closed at once, unread")
 	fs.StringVar(&o.db, "db", "relay.db", "the ledger: a SQLite `file`, created if missing, or a postgres:// URL of a ledger shared by several relays")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`host:port` serving /metrics, /healthz and /readyz over HTTP (default off), e.g. 127.0.0.1:9300")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`host:port` serving /metrics, /healthz (/livez) and /readyz over HTTP (default off), e.g. 127.0.0.1:9300")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	o.links.addFlags(fs)
 	o.settle.addFlags(fs)
