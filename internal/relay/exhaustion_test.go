@@ -103,3 +103,21 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatalf("%s did not come", what)
 	}
 }
+
+// TestHandshakeFailuresRateLimited: junk connections to a TLS relay are
+// each counted but logged at most once a second, not once each.
+func TestHandshakeFailuresRateLimited(t *testing.T) {
+	ca := testutil.NewCA(t, "relay CA")
+	e := startEnv(t, envConfig{core: simCore(0), tls: channelTLS(t, ca, ca)})
+	const junk = 30
+	start := time.Now()
+	for range junk {
+		c := e.dial()
+		c.Write([]byte("0076 not a TLS client hello"))
+		expectClosed(t, c) // the relay counts and logs before it closes
+	}
+	elapsed := time.Since(start)
+	assert.Equal(t, e.srv.handshakeFailed.Load(), int64(junk))
+	lines := strings.Count(e.log.String(), "TLS handshake failed")
+	assert.Assert(t, lines >= 1 && lines <= 1+int(elapsed/time.Second), "%d lines for %d failures in %v", lines, junk, elapsed)
+}

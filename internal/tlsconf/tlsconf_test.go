@@ -71,3 +71,39 @@ func TestServerReloadKeepsOldOnError(t *testing.T) {
 	_, err = tlsconf.NewServer(tlsconf.ServerFiles{ClientCA: files.ClientCA})
 	assert.ErrorContains(t, err, "go together")
 }
+
+// TestServerSpeaksAEADOnly: a channel offering only a CBC-SHA1 suite in
+// TLS 1.2 fails the handshake; TLS 1.2 with AES-GCM and TLS 1.3 pass.
+func TestServerSpeaksAEADOnly(t *testing.T) {
+	dir := t.TempDir()
+	ca := testutil.NewCA(t, "relay CA")
+	cert, key := ca.Server(t, "relay").WriteFiles(t, dir, "relay")
+	s, err := tlsconf.NewServer(tlsconf.ServerFiles{Cert: cert, Key: key})
+	assert.NilError(t, err)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", s.Config())
+	assert.NilError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.(*tls.Conn).Handshake()
+			}()
+		}
+	}()
+	dial := func(cfg *tls.Config) error {
+		cfg.RootCAs, cfg.ServerName = ca.Pool(), "127.0.0.1"
+		c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	assert.ErrorContains(t, dial(&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA}}), "handshake failure")
+	assert.NilError(t, dial(&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}))
+	assert.NilError(t, dial(&tls.Config{MinVersion: tls.VersionTLS13}))
+}
