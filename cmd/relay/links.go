@@ -78,6 +78,11 @@ func (lo *linkOptions) addFlags(fs *flag.FlagSet) {
 
 // check validates the flags; coreURL is --core.
 func (lo *linkOptions) check(coreURL string) error {
+	if v, ok := os.LookupEnv(cliflag.EnvVar("allow")); ok && strings.TrimSpace(v) == "" {
+		// An empty variable counts as unset everywhere else; here that
+		// would mean every address, so it is refused instead.
+		return fmt.Errorf("%s is set but empty: list networks (CIDR[,CIDR…]) or write any to accept every address", cliflag.EnvVar("allow"))
+	}
 	switch strings.TrimSpace(lo.allowList) {
 	case "any":
 	case "":

@@ -111,3 +111,13 @@ func TestSIGHUPReloadsTLSFiles(t *testing.T) {
 	hup("TLS files not reloaded")
 	assert.Equal(t, subject(dial()), "relay-v2")
 }
+
+// TestAllowEmptyVariable: LHRELAY_ALLOW set but empty is refused, naming
+// the variable, instead of counting as unset (every address).
+func TestAllowEmptyVariable(t *testing.T) {
+	t.Setenv("LHRELAY_ALLOW", "")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--db", filepath.Join(t.TempDir(), "relay.db")}, &stdout, &stderr)
+	assert.Equal(t, code, 2)
+	assert.Equal(t, stderr.String(), "relay: LHRELAY_ALLOW is set but empty: list networks (CIDR[,CIDR…]) or write any to accept every address\n")
+}

@@ -85,6 +85,9 @@ func (c *Command) Open() (*ledger.Ledger, error) {
 	if err != nil {
 		return nil, &UsageError{err}
 	}
+	if l.Link() == ledger.LinkUnverified {
+		slog.Warn("the link to the ledger is not verified (--db states an sslmode that does not check the server): whoever sits on it can rewrite the ledger", "db", l.Path())
+	}
 	return l, nil
 }
 
