@@ -147,24 +147,25 @@ func (c *conn) serve() {
 	}()
 	log := c.s.log
 	log.Debug("connection opened", "remote", c.remote)
-	if !c.handshake() {
+	// A new connection must finish its TLS handshake and start its first
+	// frame within FrameTimeout of being accepted: one that sends nothing
+	// would otherwise hold its MaxConns slot for IdleTimeout (SPEC 5.7).
+	// Only between frames may it wait IdleTimeout.
+	firstBy := time.Now().Add(c.s.frameTimeout)
+	if !c.handshake(firstBy) {
 		return
 	}
-	// A new connection must start its first frame within FrameTimeout, as
-	// it had to finish its TLS handshake: a connection that sends nothing
-	// would otherwise hold its MaxConns slot for IdleTimeout (SPEC 5.7).
-	wait, where := c.s.frameTimeout, "before its first frame"
+	waitUntil, where := firstBy, "before its first frame"
 	for {
 		if !c.toIdle() {
 			log.Debug("connection closed: relay stopping", "remote", c.remote)
 			return
 		}
-		c.nc.SetReadDeadline(time.Now().Add(wait))
+		c.nc.SetReadDeadline(waitUntil)
 		if _, err := c.br.Peek(1); err != nil {
 			c.logReadEnd(err, where)
 			return
 		}
-		wait, where = c.s.idleTimeout, "between frames"
 		if !c.toArriving() {
 			return
 		}
@@ -182,6 +183,7 @@ func (c *conn) serve() {
 			c.lingerClose()
 			return
 		}
+		waitUntil, where = time.Now().Add(c.s.idleTimeout), "between frames"
 	}
 }
 

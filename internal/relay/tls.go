@@ -8,17 +8,17 @@ import (
 )
 
 // handshake completes the TLS handshake of a channel connection served
-// over TLS (Config.TLS), bounded by FrameTimeout, before a byte of a frame
-// is read; false means it failed and the connection must be closed unread.
+// over TLS (Config.TLS), by the deadline by (FrameTimeout after the
+// connection was accepted), before a byte of a frame is read; false means it failed and the connection must be closed unread.
 // A client certificate the configuration requires and cannot verify (none,
 // or one from another CA) fails it. The verified client certificate's
 // subject is kept for the connection's log lines.
-func (c *conn) handshake() bool {
+func (c *conn) handshake(by time.Time) bool {
 	tc, ok := c.nc.(*tls.Conn)
 	if !ok {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(c.s.base, c.s.frameTimeout)
+	ctx, cancel := context.WithDeadline(c.s.base, by)
 	defer cancel()
 	start := time.Now()
 	if err := tc.HandshakeContext(ctx); err != nil {
