@@ -45,10 +45,11 @@ func (l *Ledger) Link() Link {
 	return LinkFile
 }
 
-// errUnparsable replaces pgx's parse error, whose text masks passwords
-// only on a best-effort basis: an unencoded '/' or '?' in a password
-// makes the URL ambiguous, and then part of it may be shown.
-var errUnparsable = errors.New("bad PostgreSQL URL: it cannot be parsed (a password holding / ? # @ : % or a space must be percent-encoded, e.g. %2F for /)")
+// errUnparsable replaces pgx's parse error for a URL that holds a
+// password: pgx's text masks passwords only on a best-effort basis, and an
+// unencoded '/' or '@' in a password makes the URL ambiguous, so that part
+// of it may be shown.
+var errUnparsable = errors.New("bad PostgreSQL URL: it cannot be parsed (its text is not shown: it holds a password; / ? # @ : % and spaces in a password must be percent-encoded, e.g. %2F for /)")
 
 // parsedURL is a ledger URL as parsed, with what is shown of it and what
 // its link is.
@@ -71,12 +72,12 @@ func parseURL(rawURL string) (parsedURL, error) {
 	}
 	pcfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
-		return parsedURL{}, parseError(err)
+		return parsedURL{}, parseError(rawURL, err)
 	}
 	if !allLoopback(pcfg.ConnConfig.Config) && !statesSSLMode(rawURL) {
 		rawURL = withQueryParam(rawURL, "sslmode", "verify-full")
 		if pcfg, err = pgxpool.ParseConfig(rawURL); err != nil {
-			return parsedURL{}, parseError(err)
+			return parsedURL{}, parseError(rawURL, err)
 		}
 	}
 	if err := checkPassfile(rawURL); err != nil {
@@ -92,12 +93,24 @@ func parseURL(rawURL string) (parsedURL, error) {
 	return parsedURL{cfg: pcfg, shown: displayURL(rawURL, pcfg.ConnConfig.Config), link: link}, nil
 }
 
-func parseError(err error) error {
+// parseError is pgx's parse error, unless rawURL holds a password.
+func parseError(rawURL string, err error) error {
 	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) && holdsPassword(rawURL) {
 		return errUnparsable
 	}
 	return err
+}
+
+// holdsPassword reports whether the URL carries a password: in its
+// user:password@ part or as a password (or sslpassword) parameter.
+func holdsPassword(rawURL string) bool {
+	head, _ := afterUserinfo(rawURL)
+	_, userinfo, _ := strings.Cut(head, "://")
+	if strings.Contains(userinfo, ":") {
+		return true
+	}
+	return strings.Contains(strings.ToLower(queryOf(rawURL)), "password=")
 }
 
 // allLoopback reports whether every host the configuration may connect to

@@ -185,6 +185,9 @@ func TestDisplayURL(t *testing.T) {
 	assert.Equal(t, displayUnparsed("postgres://u:a/b?c@h:1/db?password=x"), "postgres://h:1/db")
 	_, err := parseURL("postgresql://u:p@ss@h1,h2/db")
 	assert.ErrorIs(t, err, errUnparsable)
+	// Without a password pgx's own message, which says what is wrong.
+	_, err = parseURL("postgres://u@h/db?sslmode=sometimes")
+	assert.ErrorContains(t, err, "sslmode is invalid")
 }
 
 // TestPostgresRestart: while the database is down, Ping fails (the relay's
