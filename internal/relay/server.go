@@ -24,13 +24,14 @@ const (
 	DefaultFrameTimeout = 10 * time.Second
 	DefaultIdleTimeout  = 300 * time.Second
 	DefaultMaxConns     = 1024
-	// DefaultPerAddrShare is the part of MaxConns one remote address may
-	// hold when Config.MaxConnsPerAddr is zero: a half. A channel gateway or
-	// load balancer puts many channels behind one address, so the share
-	// must be large enough for all of them; a half still leaves the other
-	// half to everyone else, so one address alone (a gateway gone wrong, a
-	// hostile client behind it) can never lock every other channel out.
-	DefaultPerAddrShare = 2
+	// DefaultPerAddrDivisor sets the share of MaxConns one remote address
+	// may hold when Config.MaxConnsPerAddr is zero: MaxConns divided by it,
+	// a half. A channel gateway or load balancer puts many channels behind
+	// one address, so the share must be large enough for all of them; a
+	// half still leaves the other half to everyone else, so one address
+	// alone (a gateway gone wrong, a hostile client behind it) can never
+	// lock every other channel out.
+	DefaultPerAddrDivisor = 2
 	// defaultNoRoomFor is how long Ready says "no room" after a connection
 	// was last refused by MaxConns: connections come and go under a flood,
 	// and a probe landing between two refusals must still see it.
@@ -67,7 +68,7 @@ type Config struct {
 	MaxConns int
 	// MaxConnsPerAddr bounds the open connections from one remote address,
 	// so that one address cannot take every slot of MaxConns. Zero means
-	// DefaultPerAddrShare of MaxConns; MaxConns (or more) turns the share
+	// MaxConns / DefaultPerAddrDivisor; MaxConns (or more) turns the share
 	// off.
 	MaxConnsPerAddr int
 	// LedgerTimeout bounds recording an outcome. Zero means
@@ -196,7 +197,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.maxPerAddr = cfg.MaxConnsPerAddr
 	if s.maxPerAddr == 0 {
-		s.maxPerAddr = max(s.maxConns/DefaultPerAddrShare, 1)
+		s.maxPerAddr = max(s.maxConns/DefaultPerAddrDivisor, 1)
 	}
 	if s.log == nil {
 		s.log = slog.Default()
