@@ -86,8 +86,8 @@ func (lo *linkOptions) check(coreURL string) error {
 	switch strings.TrimSpace(lo.allowList) {
 	case "any":
 	case "":
-		// An empty list that meant "every address" was too easy to set
-		// by mistake (LHRELAY_ALLOW= in a file) and read as "none".
+		// An empty list is ambiguous (every address, or none) and easy
+		// to set by mistake: the operator writes which.
 		return errors.New("--allow is empty: list networks (CIDR[,CIDR…]) or write any to accept every address")
 	default:
 		allow, err := relay.ParseAllow(lo.allowList)

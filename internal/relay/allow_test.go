@@ -50,7 +50,7 @@ func TestParseAllow(t *testing.T) {
 }
 
 // TestAllowIPv4Mapped: an IPv4-mapped entry admits the IPv4 clients it
-// names (it used to refuse them all, silently).
+// names, whose addresses are matched unmapped.
 func TestAllowIPv4Mapped(t *testing.T) {
 	got, err := ParseAllow("::ffff:127.0.0.1,::ffff:10.0.0.0/104")
 	assert.NilError(t, err)
