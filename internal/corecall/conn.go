@@ -25,7 +25,7 @@ var errSealed = errors.New("corecall: connection sealed after a failed call: not
 // is written that seal does not account for.
 type countingConn struct {
 	net.Conn
-	tls      bool         // a *tls.Conn: its first read may be a certificate alert
+	tls13    bool         // a TLS 1.3 connection: its first read may be the core refusing the relay's certificate
 	written  atomic.Int64 // bytes the kernel accepted, over the connection's life
 	inflight atomic.Int32 // Write calls between announcing and finishing
 	sealed   atomic.Bool
@@ -39,7 +39,7 @@ func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.readAny.Store(true)
-	} else if err != nil && c.tls && !c.readAny.Load() && isCertAlert(err) {
+	} else if err != nil && c.tls13 && !c.readAny.Load() && isCertAlert(err) {
 		c.refused.Store(true)
 	}
 	return n, err
@@ -47,7 +47,9 @@ func (c *countingConn) Read(p []byte) (int, error) {
 
 // refusedCert reports whether the core refused the relay's certificate
 // before sending a byte of application data: its handshake failed, so it
-// processed nothing written on this connection.
+// processed nothing written on this connection. Only in TLS 1.3: in TLS
+// 1.2 a refusal ends the handshake inside the dial, and a certificate
+// alert after it would be a renegotiation, after the request was read.
 func (c *countingConn) refusedCert() bool { return c.refused.Load() && !c.readAny.Load() }
 
 // certAlerts are the TLS alerts a server sends when it refuses a client's

@@ -75,7 +75,7 @@ func dialTLS(dial DialFunc, connectTimeout time.Duration, base *tls.Config) func
 			raw.Close()
 			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 		}
-		return &countingConn{Conn: tc, tls: true}, nil
+		return &countingConn{Conn: tc, tls13: tc.ConnectionState().Version == tls.VersionTLS13}, nil
 	}
 }
 
