@@ -62,10 +62,12 @@
 // certificate alert (handshake_failure, bad_certificate,
 // unsupported_certificate, certificate_revoked, certificate_expired,
 // certificate_unknown, unknown_ca, access_denied, decrypt_error,
-// certificate_required) read as the first thing on a fresh connection
-// proves that nothing of the request was processed: E902. On a reused
-// connection, or after any byte of a response, the byte count decides as
-// before, so the default stays E901 whenever there is doubt.
+// certificate_required) read as the first thing on a fresh TLS 1.3
+// connection proves that nothing of the request was processed: E902. On
+// a reused connection, after any byte of a response, or in TLS 1.2 (where
+// such an alert after the handshake would come from a renegotiation, which
+// a server may start after reading the request), the byte count decides,
+// so the answer stays E901 whenever there is doubt.
 // TestTLS13CoreRefusesClientCertificate shows it against a TLS 1.3 core;
 // TLS 1.2 cores still refuse within the handshake (E902 at the dial).
 // Both versions use AEAD cipher suites only (tlsconf.Harden).

@@ -34,14 +34,14 @@ import (
 // before the server has checked the client's certificate: a core that
 // refuses the relay's certificate (or wants one and got none) says so with
 // an alert that arrives after the request was written. That alert, read
-// as the first thing on a fresh connection, still proves that nothing was
-// processed: a server that refuses the client's certificate aborts the
-// handshake, and no TLS server processes application data before its
-// handshake is complete (no 0-RTT data is ever sent). So such a call is
-// E902 (countingConn.refusedCert, tracer.nothingSent); anything else read
-// first, or a refusal on a reused connection, keeps the byte count's
-// verdict. TestTLS13CoreRefusesClientCertificate shows it against a TLS
-// 1.3 core.
+// as the first thing on a fresh TLS 1.3 connection, still proves that
+// nothing was processed: a server that refuses the client's certificate
+// aborts the handshake, and no TLS server processes application data
+// before its handshake is complete (no 0-RTT data is ever sent). So such
+// a call is E902 (countingConn.refusedCert, tracer.nothingSent); anything
+// else read first, a refusal on a reused connection, or a certificate
+// alert on a TLS 1.2 connection keeps the byte count's verdict.
+// TestTLS13CoreRefusesClientCertificate shows it against a TLS 1.3 core.
 //
 // The connect timeout bounds the TCP connect and the handshake together.
 // The configuration is cloned for each connection; ServerName defaults to
