@@ -11,8 +11,7 @@
 //
 //	coresim listening on http://127.0.0.1:9201
 //
-// (https:// when serving TLS)
-// so that a script can wait for it (and learn the port when --port is 0). Its
+// (https:// when serving TLS), so that a script can wait for it (and learn the port when --port is 0). Its
 // own log goes to standard error. SIGINT or SIGTERM stops it gracefully: it
 // stops accepting connections, lets requests in flight finish (a SLOW
 // transfer still posts), and exits 0. A second signal kills it at once.
