@@ -86,7 +86,7 @@ func runOverload(b *testing.B, load int, admission bool) {
 			b.Fatal(err)
 		}
 	}
-	srv, err := New(Config{Core: client, Ledger: led, MaxConns: ovConns + 8, Breaker: br, Limiter: lim,
+	srv, err := New(Config{Core: client, Ledger: led, MaxConns: ovConns + 8, MaxConnsPerAddr: ovConns + 8, Breaker: br, Limiter: lim,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
@@ -239,7 +239,7 @@ func BenchmarkAdmissionCost(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			srv, err := New(Config{Core: benchClient(b, core.URL, conc), MaxConns: conc + 8, Limiter: lim,
+			srv, err := New(Config{Core: benchClient(b, core.URL, conc), MaxConns: conc + 8, MaxConnsPerAddr: conc + 8, Limiter: lim,
 				Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
 				b.Fatal(err)
