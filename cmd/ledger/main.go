@@ -164,9 +164,8 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 		if state != "" {
 			f.States = []ledger.State{ledger.State(state)}
 		}
-		if olderThan > 0 {
-			f.UpdatedBefore = now.Add(-olderThan)
-		}
+		// By the database's clock, as resolve and purge select (SPEC 6a).
+		f.OlderThan = olderThan
 		// Rows are printed as they are read, a page at a time: --limit 0
 		// on a ledger of millions of rows must not hold them all.
 		lw := newListWriter(out, *asJSON)

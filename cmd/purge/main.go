@@ -11,7 +11,6 @@ package main
 import (
 	"context"
 	"io"
-	"time"
 
 	"lhrelay/internal/batch"
 )
@@ -20,18 +19,19 @@ func main() { batch.Main("purge", run) }
 
 func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
 	fs := c.Flags
-	days := fs.Int("days", -1, "delete DONE rows last updated more than this many days ago (required)")
+	days := fs.Int("days", -1, "delete DONE rows last updated more than this many days ago by the database's clock (required, at least 1)")
 	dryRun := fs.Bool("dry-run", false, "list what would be deleted and change nothing")
 	if err := c.Parse(args, stdout); err != nil {
 		return nil, err
 	}
-	if *days < 0 {
-		return nil, batch.Usagef("--days is required and must be a whole number of days, 0 or more")
+	if *days < batch.MinPurgeDays {
+		// Refused before the ledger is opened: nothing is deleted.
+		return nil, batch.Usagef("--days is required and must be a whole number of days, at least %d: a GUID forgotten while its channel may still retry it would be posted again", batch.MinPurgeDays)
 	}
 	l, err := c.Open()
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
-	return batch.Purge(ctx, l, batch.PurgeConfig{Days: *days, DryRun: *dryRun, Now: time.Now(), Out: stdout})
+	return batch.Purge(ctx, l, batch.PurgeConfig{Days: *days, DryRun: *dryRun, Out: stdout})
 }

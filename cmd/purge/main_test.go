@@ -34,7 +34,9 @@ func TestArguments(t *testing.T) {
 		{[]string{"--db", filepath.Join(t.TempDir(), "nodir", "relay.db"), "--days", "30"}, 2, ""},
 		{[]string{"--db", text, "--days", "30"}, 2, ""},
 		{[]string{"--db", db, "--days", "30"}, 0, ""},
-		{[]string{"--db", db, "--days", "0", "--dry-run"}, 0, ""},
+		{[]string{"--db", db, "--days", "1", "--dry-run"}, 0, ""},
+		{[]string{"--db", db, "--days", "0"}, 2, "at least 1"},
+		{[]string{"--db", db, "--days", "0", "--dry-run"}, 2, "at least 1"},
 	} {
 		var out bytes.Buffer
 		s, err := run(context.Background(), batch.NewCommand("purge"), tc.args, &out)

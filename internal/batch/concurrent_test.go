@@ -52,7 +52,7 @@ func TestTwoReprocessRunsSendEachRowOnce(t *testing.T) {
 			guids[i] = tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
 		}
 		s := twice(t, tl, func(l *ledger.Ledger) (*Summary, error) {
-			return Reprocess(context.Background(), l, c.client(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+			return Reprocess(context.Background(), l, c.client(t), ReprocessConfig{MaxAttempts: 5})
 		})
 		ok := string(generated.RspHTTP200)
 		t.Logf("%s | %s", s[0], s[1])
@@ -88,7 +88,7 @@ func TestTwoResolveRunsSettleEachRowOnce(t *testing.T) {
 		}
 		postsBefore := c.posts.Load()
 		s := twice(t, tl, func(l *ledger.Ledger) (*Summary, error) {
-			return Resolve(context.Background(), l, c.client(t), ResolveConfig{MinAge: time.Minute, StaleSent: time.Minute, Now: time.Now()})
+			return Resolve(context.Background(), l, c.client(t), ResolveConfig{MinAge: time.Minute, StaleSent: time.Minute})
 		})
 		t.Logf("%s | %s", s[0], s[1])
 		sum := func(k string) int { return s[0].Count(k) + s[1].Count(k) }
@@ -124,7 +124,7 @@ func TestTwoPurgeRunsDeleteEachRowOnce(t *testing.T) {
 		}
 		keep := tl.seed(ledger.StateDone, generated.RspHTTP200, 29*day)
 		s := twice(t, tl, func(l *ledger.Ledger) (*Summary, error) {
-			return Purge(context.Background(), l, PurgeConfig{Days: 30, Now: time.Now()})
+			return Purge(context.Background(), l, PurgeConfig{Days: 30})
 		})
 		t.Logf("%s | %s", s[0], s[1])
 		assert.Equal(t, s[0].Count("deleted")+s[1].Count("deleted"), rows)

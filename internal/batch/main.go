@@ -28,7 +28,10 @@ type Command struct {
 	DB          string
 	MetricsFile string
 	Verbose     bool
-	Flags       *flag.FlagSet
+	// AllowAsync accepts a PostgreSQL primary that streams to standbys
+	// asynchronously (--allow-async-replication).
+	AllowAsync bool
+	Flags      *flag.FlagSet
 }
 
 // NewCommand returns a command with a flag set that reports errors instead
@@ -39,6 +42,7 @@ func NewCommand(name string) *Command {
 	c.Flags.StringVar(&c.DB, "db", "", "ledger: SQLite file, or postgres:// URL of a shared ledger (required; no default)")
 	c.Flags.StringVar(&c.MetricsFile, "metrics-file", "", "write the run's outcome counts here in Prometheus text format (for a textfile collector)")
 	c.Flags.BoolVar(&c.Verbose, "v", false, "log every row handled on stderr")
+	c.Flags.BoolVar(&c.AllowAsync, "allow-async-replication", false, "run on a PostgreSQL primary whose standbys replicate asynchronously (synchronous_standby_names empty), accepting that a failover may forget what this run wrote")
 	return c
 }
 
@@ -79,7 +83,9 @@ func (c *Command) Parse(args []string, stdout io.Writer) error {
 
 // Open opens the existing ledger named by --db (a SQLite file or a
 // PostgreSQL URL); a missing file or directory, an unreachable database,
-// or one that is not a ledger, is a usage error (exit status 2).
+// one that is not a ledger, or a primary that replicates asynchronously
+// without --allow-async-replication (SPEC 6a), is a usage error (exit
+// status 2).
 func (c *Command) Open() (*ledger.Ledger, error) {
 	l, err := ledger.OpenExisting(c.DB)
 	if err != nil {
@@ -87,6 +93,12 @@ func (c *Command) Open() (*ledger.Ledger, error) {
 	}
 	if l.Link() == ledger.LinkUnverified {
 		slog.Warn("the link to the ledger is not verified (--db states an sslmode that does not check the server): whoever sits on it can rewrite the ledger", "db", l.Path())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := l.CheckReplication(ctx, c.AllowAsync); err != nil {
+		l.Close()
+		return nil, &UsageError{fmt.Errorf("--db: %w", err)}
 	}
 	return l, nil
 }

@@ -11,11 +11,17 @@ import (
 
 // PurgeConfig is what purge needs.
 type PurgeConfig struct {
+	// Days: DONE rows older than this many days by the database's clock
+	// are deleted; at least MinPurgeDays.
 	Days   int
 	DryRun bool
-	Now    time.Time
 	Out    io.Writer // the dry run's listing
 }
+
+// MinPurgeDays is the shortest idempotency window purge accepts (SPEC 7): a
+// GUID forgotten while its channel may still retry it would be posted
+// again.
+const MinPurgeDays = 1
 
 // Purge deletes DONE rows last updated more than Days days ago: past that
 // window a retry of their GUID is no longer recognised (the idempotency
@@ -25,12 +31,12 @@ type PurgeConfig struct {
 func Purge(ctx context.Context, l *ledger.Ledger, cfg PurgeConfig) (*Summary, error) {
 	s := NewSummary("purge", "deleted")
 	s.DryRun = cfg.DryRun
-	before := cfg.Now.Add(-time.Duration(cfg.Days) * 24 * time.Hour)
+	if cfg.Days < MinPurgeDays {
+		return s, fmt.Errorf("purge: --days %d: want at least %d: a GUID forgotten while its channel may still retry it would be posted again", cfg.Days, MinPurgeDays)
+	}
+	age := time.Duration(cfg.Days) * 24 * time.Hour
 	if cfg.DryRun {
-		// PurgeDone deletes updated_at < before at whole seconds; List
-		// selects updated_at <= its bound, so one second less lists the
-		// same rows.
-		err := l.Scan(ctx, ledger.Filter{States: []ledger.State{ledger.StateDone}, UpdatedBefore: before.Add(-time.Second)}, func(r ledger.Row) error {
+		err := l.Scan(ctx, ledger.Filter{States: []ledger.State{ledger.StateDone}, OlderThan: age}, func(r ledger.Row) error {
 			_, err := fmt.Fprintf(cfg.Out, "would delete %s %s %s updated %s UTC\n", r.GUID, r.TxCode, r.RspCode, r.UpdatedAt.UTC().Format(time.DateTime))
 			return err
 		})
@@ -38,7 +44,7 @@ func Purge(ctx context.Context, l *ledger.Ledger, cfg PurgeConfig) (*Summary, er
 			return s, fmt.Errorf("purge: list: %w", err)
 		}
 	}
-	n, err := l.PurgeDone(ctx, before, cfg.DryRun)
+	n, err := l.PurgeDone(ctx, age, cfg.DryRun)
 	s.AddN("deleted", int(n))
 	if err != nil {
 		return s, fmt.Errorf("purge: %w", err)

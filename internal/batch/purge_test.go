@@ -36,7 +36,7 @@ func testPurgeDeletesOnlyOldDoneRows(t *testing.T, tl *testLedger) {
 	keep = append(keep, "ffffffffffffffffffffffffffffffff", youngDone)
 
 	var out bytes.Buffer
-	s, err := Purge(context.Background(), tl.l, PurgeConfig{Days: 30, DryRun: true, Now: time.Now(), Out: &out})
+	s, err := Purge(context.Background(), tl.l, PurgeConfig{Days: 30, DryRun: true, Out: &out})
 	assert.NilError(t, err)
 	assert.Equal(t, s.String(), "purge (dry run): deleted=2")
 	assert.Assert(t, is.Contains(out.String(), "would delete "+oldDone))
@@ -44,7 +44,7 @@ func testPurgeDeletesOnlyOldDoneRows(t *testing.T, tl *testLedger) {
 	assert.Equal(t, strings.Count(out.String(), "would delete"), 2)
 	assert.Assert(t, tl.exists(oldDone), "a dry run changes nothing")
 
-	s, err = Purge(context.Background(), tl.l, PurgeConfig{Days: 30, Now: time.Now()})
+	s, err = Purge(context.Background(), tl.l, PurgeConfig{Days: 30})
 	assert.NilError(t, err)
 	assert.Equal(t, s.String(), "purge: deleted=2")
 	assert.Assert(t, !tl.exists(oldDone))

@@ -156,7 +156,8 @@ func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row
 		// is left for a person.
 		return refusedOutcome(err), nil
 	}
-	if _, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts); err != nil {
+	attempts, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts)
+	if err != nil {
 		if errors.Is(err, ledger.ErrStateChanged) {
 			return "skipped", nil
 		}
@@ -164,7 +165,7 @@ func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row
 	}
 	res := core.Call(ctx, r.Tx, row.GUID, r.Body)
 	rec, _ := outcome.OfCall(nil, &r.Header, res, cfg.Now)
-	if err := l.Finish(context.WithoutCancel(ctx), row.GUID, rec); err != nil {
+	if err := l.Finish(context.WithoutCancel(ctx), row.GUID, attempts, rec); err != nil {
 		return "", fmt.Errorf("recording %s: %w (the row stays SENT for resolve --stale-sent)", rec.RspCode, err)
 	}
 	return rec.RspCode, nil

@@ -19,14 +19,17 @@ import (
 type ResolveConfig struct {
 	// MinAge: only UNKNOWN rows last updated at least this long ago, so a
 	// transfer the core is still posting is not looked up too early.
+	// Ages are measured by the database's clock (ledger.Filter.OlderThan).
 	MinAge time.Duration
 	// StaleSent: SENT rows last updated at least this long ago were
 	// orphaned by a relay that died mid-call; they are settled the same
 	// way. Zero turns this off.
 	StaleSent time.Duration
-	Now       time.Time
-	Progress  io.Writer // a terminal for progress, or nil
-	Log       *slog.Logger
+	// Now is the relay's clock for the SENT_AT of the response frames
+	// built; it selects nothing.
+	Now      time.Time
+	Progress io.Writer // a terminal for progress, or nil
+	Log      *slog.Logger
 }
 
 // Resolve settles UNKNOWN rows (and stale SENT rows) by the rule of each
@@ -53,9 +56,12 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	selections := []ledger.Filter{{States: []ledger.State{ledger.StateUnknown}, UpdatedBefore: cfg.Now.Add(-cfg.MinAge)}}
+	// Ages by the database's clock, the one that stamped updated_at
+	// (SPEC 6a): a host whose clock runs ahead must not look up a call
+	// still under way.
+	selections := []ledger.Filter{{States: []ledger.State{ledger.StateUnknown}, OlderThan: cfg.MinAge}}
 	if cfg.StaleSent > 0 {
-		selections = append(selections, ledger.Filter{States: []ledger.State{ledger.StateSent}, UpdatedBefore: cfg.Now.Add(-cfg.StaleSent)})
+		selections = append(selections, ledger.Filter{States: []ledger.State{ledger.StateSent}, OlderThan: cfg.StaleSent})
 	}
 	total, err := countAll(ctx, l, selections...)
 	if err != nil {

@@ -83,7 +83,7 @@ func (c *Client) Send(ctx context.Context, p *Prepared) Result {
 	var tr tracer
 	res := c.roundTrip(ctx, p.tx.Method, p.path, p.guid, p.body, &tr)
 	if res.err == nil && res.resp != nil {
-		r := classify(p.tx, res.resp.StatusCode, res.body, res.bodyErr)
+		r := classify(p.tx, p.guid, res.resp.StatusCode, res.body, res.bodyErr)
 		if tr.retried() {
 			// Cannot happen (fact 3), but if it did, the core may have
 			// seen the request twice: whatever it answered, the outcome

@@ -12,7 +12,7 @@ import (
 
 // classify maps a core answer to its source, through the generated table
 // only: the layout's own status rules first, then SPEC §5.5's defaults.
-func classify(tx *generated.Transaction, status int, body []byte, bodyErr error) Result {
+func classify(tx *generated.Transaction, guid string, status int, body []byte, bodyErr error) Result {
 	r := Result{Status: status}
 	if src, ok := tx.StatusSources[status]; ok && src != generated.SourceHTTP200 {
 		if src.LedgerState() == "" {
@@ -25,7 +25,7 @@ func classify(tx *generated.Transaction, status int, body []byte, bodyErr error)
 		r.Source = src
 		return r
 	} else if ok || status == http.StatusOK {
-		return success(tx, r, body, bodyErr)
+		return success(tx, guid, r, body, bodyErr)
 	}
 	switch {
 	case status == http.StatusUnprocessableEntity:
@@ -58,12 +58,22 @@ func classify(tx *generated.Transaction, status int, body []byte, bodyErr error)
 }
 
 // success handles a 200: posted, so anything short of a body that decodes
-// and encodes is READ_TIMEOUT (settle it by inquiry).
-func success(tx *generated.Transaction, r Result, body []byte, bodyErr error) Result {
+// and encodes is READ_TIMEOUT (settle it by inquiry). So is the 200 of a
+// call whose request named its GUID in its JSON (a POST) when the answer
+// names no GUID or another one (SPEC 5.5): it proves nothing about this
+// request, and its balance is another transfer's.
+func success(tx *generated.Transaction, guid string, r Result, body []byte, bodyErr error) Result {
 	if bodyErr != nil {
 		r.Source = generated.SourceReadTimeout
 		r.Err = fmt.Errorf("HTTP %d: %w", r.Status, bodyErr)
 		return r
+	}
+	if tx.JSONBody {
+		if err := aboutGUID(body, guid); err != nil {
+			r.Source = generated.SourceReadTimeout
+			r.Err = fmt.Errorf("HTTP %d: %w", r.Status, err)
+			return r
+		}
 	}
 	rb := tx.NewResponse()
 	if err := decodeSuccess(rb, body); err != nil {
@@ -92,6 +102,21 @@ func decodeSuccess(rb generated.ResponseBody, body []byte) error {
 	*bp = b[:0]
 	if err != nil {
 		return fmt.Errorf("answer does not fit the response layout: %w", err)
+	}
+	return nil
+}
+
+// aboutGUID checks that a core answer says it is about guid: the same check
+// for a call's 200 and for a lookup's.
+func aboutGUID(body []byte, guid string) error {
+	var id struct {
+		GUID *string `json:"guid"`
+	}
+	if err := json.Unmarshal(body, &id); err != nil {
+		return fmt.Errorf("undecodable answer: %w", err)
+	}
+	if id.GUID == nil || *id.GUID != guid {
+		return fmt.Errorf("the answer is not about GUID %s (guid %s)", guid, quoteOrMissing(id.GUID))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -110,11 +111,13 @@ func TestCallOutcomes(t *testing.T) {
 	}{
 		{"200", bktr(t), 200, okTransfer, generated.SourceHTTP200},
 		{"200 garbage", bktr(t), 200, `{"txId":`, generated.SourceReadTimeout},
+		{"200 about another guid", bktr(t), 200, strings.Replace(okTransfer, guid, "fedcba9876543210fedcba9876543210", 1), generated.SourceReadTimeout},
+		{"200 about no guid", bktr(t), 200, `{"txId":"T000000000000001","balance":950000,"postedAt":"20261129103000"}`, generated.SourceReadTimeout},
 		{"200 not JSON", bktr(t), 200, `<html>`, generated.SourceReadTimeout},
-		{"200 missing key", bktr(t), 200, `{"txId":"T1","balance":1}`, generated.SourceReadTimeout},
-		{"200 value too long for the layout", bktr(t), 200, `{"txId":"T0000000000000001X","balance":1,"postedAt":"20261129103000"}`, generated.SourceReadTimeout},
-		{"200 negative balance", bktr(t), 200, `{"txId":"T1","balance":-1,"postedAt":"20261129103000"}`, generated.SourceReadTimeout},
-		{"200 bad timestamp", bktr(t), 200, `{"txId":"T1","balance":1,"postedAt":"20261329103000"}`, generated.SourceReadTimeout},
+		{"200 missing key", bktr(t), 200, `{"guid":"` + guid + `","txId":"T1","balance":1}`, generated.SourceReadTimeout},
+		{"200 value too long for the layout", bktr(t), 200, `{"guid":"` + guid + `","txId":"T0000000000000001X","balance":1,"postedAt":"20261129103000"}`, generated.SourceReadTimeout},
+		{"200 negative balance", bktr(t), 200, `{"guid":"` + guid + `","txId":"T1","balance":-1,"postedAt":"20261129103000"}`, generated.SourceReadTimeout},
+		{"200 bad timestamp", bktr(t), 200, `{"guid":"` + guid + `","txId":"T1","balance":1,"postedAt":"20261329103000"}`, generated.SourceReadTimeout},
 		{"422 insufficient funds", bktr(t), 422, `{"guid":"` + guid + `","result":"INSUFFICIENT_FUNDS"}`, generated.SourceInsufficientFunds},
 		{"422 no account", bktr(t), 422, `{"result":"NO_ACCOUNT"}`, generated.SourceNoAccount},
 		{"422 limit", bktr(t), 422, `{"result":"LIMIT_EXCEEDED"}`, generated.SourceLimitExceeded},

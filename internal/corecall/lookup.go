@@ -2,7 +2,6 @@ package corecall
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -52,14 +51,8 @@ func (c *Client) Lookup(ctx context.Context, tx *generated.Transaction, guid str
 	}
 	// The answer must say which request it is about: one about another
 	// GUID, or about none, must not settle this one.
-	var id struct {
-		GUID *string `json:"guid"`
-	}
-	if err := json.Unmarshal(res.body, &id); err != nil {
-		return fail("undecodable answer: %v", err)
-	}
-	if id.GUID == nil || *id.GUID != guid {
-		return fail("the answer is not about GUID %s (guid %s)", guid, quoteOrMissing(id.GUID))
+	if err := aboutGUID(res.body, guid); err != nil {
+		return fail("%v", err)
 	}
 	body := tx.NewResponse()
 	if err := decodeSuccess(body, res.body); err != nil {

@@ -22,7 +22,7 @@ func TestBackupWhileWriting(t *testing.T) {
 			g := newGUID()
 			_, err := l.Claim(ctx, request("BKTR0001", g, "20261129103000", "body"))
 			assert.NilError(t, err)
-			assert.NilError(t, l.Finish(ctx, g, Outcome{State: StateDone, RspCode: "0000", Response: responseFrame(g, "0000")}))
+			assert.NilError(t, l.Finish(ctx, g, 1, Outcome{State: StateDone, RspCode: "0000", Response: responseFrame(g, "0000")}))
 			guids = append(guids, g)
 		}
 		return guids

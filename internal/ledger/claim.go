@@ -29,6 +29,13 @@ WHERE guid = ? AND state = 'FAILED' AND COALESCE(attempts, 0) < ? RETURNING atte
 	sqlTransition = `UPDATE tx SET state = ?, rsp_code = ?, response = ?, updated_at = CURRENT_TIMESTAMP
 WHERE guid = ? AND state = ?`
 
+	// A transition of one claim's row: conditional on the state and on
+	// the attempts of that claim, so that an answer to an earlier attempt
+	// never lands on a later claim of the row.
+	sqlTransitionOfClaim = sqlTransition + ` AND attempts = ?`
+
+	sqlStateAttemptsOf = `SELECT state, attempts FROM tx WHERE guid = ?`
+
 	sqlStateOf = `SELECT state FROM tx WHERE guid = ?`
 
 	sqlOutcomeOf = `SELECT state, rsp_code, response FROM tx WHERE guid = ?`
@@ -139,6 +146,11 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 	}})
 	if err != nil {
 		l.countError(opClaim, err)
+		if errors.Is(err, ErrUnconfirmed) && c.Outcome == Owned {
+			// The row may exist, SENT, with these attempts: the caller
+			// must be able to abandon it (AbandonClaim).
+			err = &UnconfirmedClaimError{GUID: r.GUID, Attempts: c.Attempts, Err: err}
+		}
 		return Claim{}, fmt.Errorf("ledger: claim %s: %w", r.GUID, err)
 	}
 	return c, nil
@@ -210,13 +222,21 @@ func (l *Ledger) Peek(ctx context.Context, r Request) (Claim, error) {
 	return Claim{}, fmt.Errorf("ledger: peek %s: %w", r.GUID, err)
 }
 
-// Finish records the outcome of an owned request: SENT → to (DONE, UNKNOWN
-// or FAILED) with the response code and the response frame as sent (DONE
-// requires one: it is what a retry gets replayed). If the
-// row is not SENT (or missing) nothing changes and the error is a
-// *StateError matching ErrStateChanged.
-func (l *Ledger) Finish(ctx context.Context, guid string, o Outcome) error {
-	run, err := finishOp(guid, o)
+// Finish records the outcome of an owned request, the claim that made
+// attempts: SENT → o.State (DONE, UNKNOWN or FAILED) with the response code
+// and the response frame as sent (DONE requires one: it is what a retry
+// gets replayed).
+//
+// The core's answer is the truth (SPEC 6): if the row was settled FAILED
+// while the call was under way (a lookup that came too early said "never
+// posted") and nobody has re-claimed it since (same attempts), the answer
+// is recorded over it (a late answer, counted by LateAnswers). If the row
+// was re-claimed since, nothing changes and the error matches ErrReclaimed
+// (and ErrStateChanged): the transfer may now be posted twice, and the
+// caller must report it. Any other row (not SENT, missing) changes nothing
+// and the error is a *StateError matching ErrStateChanged.
+func (l *Ledger) Finish(ctx context.Context, guid string, attempts int, o Outcome) error {
+	run, err := l.finishOp(guid, attempts, o)
 	if err == nil {
 		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
 		l.countError(opFinish, err)
@@ -240,9 +260,9 @@ func (l *Ledger) Finish(ctx context.Context, guid string, o Outcome) error {
 // It is for an answer that does not depend on the outcome being recorded
 // (the relay's 0000, E901 and E902; see its package comment): the caller
 // can answer while the commit is on its way.
-func (l *Ledger) FinishLater(ctx context.Context, guid string, o Outcome, then func(error)) error {
+func (l *Ledger) FinishLater(ctx context.Context, guid string, attempts int, o Outcome, then func(error)) error {
 	o.Response = bytes.Clone(o.Response)
-	run, err := finishOp(guid, o)
+	run, err := l.finishOp(guid, attempts, o)
 	if err == nil {
 		err = l.st.enqueue(ctx, operation{guid: guid, run: run, rerunnable: true}, func(err error) {
 			if err != nil {
@@ -258,14 +278,64 @@ func (l *Ledger) FinishLater(ctx context.Context, guid string, o Outcome, then f
 	return nil
 }
 
-// finishOp checks an outcome and returns its transition SENT → to.
-func finishOp(guid string, o Outcome) (opFunc, error) {
+// finishOp checks an outcome and returns the operation that records it:
+// the outcome (SENT → to), else the late answer (FAILED → to), both of the
+// claim that made attempts.
+func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) {
 	switch o.State {
 	case StateDone, StateUnknown, StateFailed:
 	default:
 		return nil, fmt.Errorf("cannot finish to state %q", o.State)
 	}
-	return transitionOp(guid, StateSent, o)
+	if attempts < 1 {
+		return nil, fmt.Errorf("finish: attempts %d: want the claim's (1 or more)", attempts)
+	}
+	outcome, err := claimTransitionOp(guid, StateSent, attempts, o)
+	if err != nil {
+		return nil, err
+	}
+	late, _ := claimTransitionOp(guid, StateFailed, attempts, o)
+	return func(tx stmts) error {
+		err := outcome(tx)
+		var se *StateError
+		if !errors.As(err, &se) || se.Found != StateFailed || se.FoundAttempts != attempts {
+			if se != nil && se.Reclaimed {
+				l.conflicts.Add(1)
+			}
+			return err
+		}
+		// Settled FAILED while the call was under way (the lookup came
+		// too early) and not re-claimed since: the core's answer is the
+		// truth. The first statement wrote nothing, so this one is still
+		// the operation's only write.
+		if err := late(tx); err != nil {
+			return err
+		}
+		l.late.Add(1)
+		return nil
+	}, nil
+}
+
+// AbandonClaim turns the row of a claim whose commit was not confirmed (an
+// *UnconfirmedClaimError: the answer to its COMMIT was lost, or it did not
+// become durable) and for which the core was not called, if it exists
+// still SENT with that claim's attempts, into o (FAILED/E902: nothing was
+// sent), so that the channel's resend is served instead of refused as in
+// progress (SPEC 6). A row not in that state (the claim never landed, or
+// it was settled since) changes nothing: the error matches ErrStateChanged.
+func (l *Ledger) AbandonClaim(ctx context.Context, guid string, attempts int, o Outcome) error {
+	if o.State != StateFailed {
+		return fmt.Errorf("ledger: abandon claim %s: to state %q: want FAILED", guid, o.State)
+	}
+	run, err := claimTransitionOp(guid, StateSent, attempts, o)
+	if err == nil {
+		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
+		l.countError(opTransition, err)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: abandon claim %s (attempts %d): %w", guid, attempts, err)
+	}
+	return nil
 }
 
 // Transition moves a row from one state to another in one conditional
@@ -291,13 +361,25 @@ func (l *Ledger) Transition(ctx context.Context, guid string, from State, o Outc
 
 // transitionOp returns the writer operation for one conditional transition.
 func transitionOp(guid string, from State, o Outcome) (opFunc, error) {
+	return claimTransitionOp(guid, from, 0, o)
+}
+
+// claimTransitionOp is transitionOp that, when attempts > 0, also requires
+// the row's attempts to be exactly that: the transition of one claim's
+// row. Every transition of the state machine is one of these: a single
+// UPDATE conditional on what it expects, its affected rows deciding.
+func claimTransitionOp(guid string, from State, attempts int, o Outcome) (opFunc, error) {
 	if o.State == StateDone && len(o.Response) == 0 {
 		// A DONE row is answered by replaying its response: without one
 		// every retry of this GUID would fail.
 		return nil, errors.New("a DONE row needs its response frame")
 	}
+	q, args := sqlTransition, []any{string(o.State), o.RspCode, o.Response, guid, string(from)}
+	if attempts > 0 {
+		q, args = sqlTransitionOfClaim, append(args, attempts)
+	}
 	return func(tx stmts) error {
-		n, err := tx.exec(sqlTransition, string(o.State), o.RspCode, o.Response, guid, string(from))
+		n, err := tx.exec(q, args...)
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
@@ -314,8 +396,33 @@ func transitionOp(guid string, from State, o Outcome) (opFunc, error) {
 				return nil
 			}
 		}
-		return stateError(tx, guid, from, "")
+		return claimStateError(tx, guid, from, attempts)
 	}, nil
+}
+
+// claimStateError is stateError for a transition of one claim's row: it
+// says whether the row was re-claimed since (more attempts than the
+// claim's).
+func claimStateError(tx stmts, guid string, want State, attempts int) error {
+	var s nullString
+	var a nullInt
+	err := tx.queryRow(sqlStateAttemptsOf, guid).Scan(&s, &a)
+	switch {
+	case errors.Is(err, errNoRows):
+		return &StateError{GUID: guid, Want: want}
+	case err != nil:
+		return fmt.Errorf("read state: %w", err)
+	}
+	found := State(s.String)
+	if found == "" {
+		found = "NULL"
+	}
+	e := &StateError{GUID: guid, Want: want, Found: found, FoundAttempts: int(a.Int64)}
+	if attempts > 0 && e.FoundAttempts > attempts {
+		e.Reclaimed = true
+		e.Detail = fmt.Sprintf("re-claimed since: attempts %d, this claim's %d", e.FoundAttempts, attempts)
+	}
+	return e
 }
 
 // stateError reads the state a failed conditional statement found, so the
@@ -379,21 +486,21 @@ func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int
 	return int(a), nil
 }
 
-// PurgeDone deletes the DONE rows last updated strictly before before
-// (compared at whole seconds) and returns how many. Rows in any other state
+// PurgeDone deletes the DONE rows last updated more than age ago, by the
+// database's clock (SPEC 6a), and returns how many. Rows in any other state
 // stay, however old. With dryRun it only counts them. The delete runs in
 // chunks of purgeChunk rows, one transaction each, so the relay's claims on
 // the same ledger never wait long; on PostgreSQL each chunk takes rows no
 // other purge holds (SKIP LOCKED), so purges on several hosts delete each
 // row once. A cancelled ctx stops between chunks and the count so far is
 // returned with the error.
-func (l *Ledger) PurgeDone(ctx context.Context, before time.Time, dryRun bool) (int64, error) {
-	if before.IsZero() {
-		return 0, errors.New("ledger: purge: zero cutoff time")
+func (l *Ledger) PurgeDone(ctx context.Context, age time.Duration, dryRun bool) (int64, error) {
+	if age <= 0 {
+		return 0, errors.New("ledger: purge: the age must be more than 0")
 	}
 	d := l.st.dialect()
-	cond, cut := d.before(before)
-	at := formatTime(before)
+	cond, cut := d.strictlyOlderThan(age)
+	at := age.String() + " old"
 	if dryRun {
 		if l.isClosed.Load() {
 			return 0, fmt.Errorf("ledger: purge (dry run): %w", ErrClosed)
@@ -402,7 +509,7 @@ func (l *Ledger) PurgeDone(ctx context.Context, before time.Time, dryRun bool) (
 		q := `SELECT COUNT(*) FROM tx WHERE state = 'DONE' AND ` + cond
 		if err := l.st.read().queryRow(ctx, q, cut).Scan(&n); err != nil {
 			l.countError(opRead, err)
-			return 0, fmt.Errorf("ledger: purge before %s (dry run): %w", at, err)
+			return 0, fmt.Errorf("ledger: purge rows over %s (dry run): %w", at, err)
 		}
 		return n, nil
 	}
@@ -417,7 +524,7 @@ func (l *Ledger) PurgeDone(ctx context.Context, before time.Time, dryRun bool) (
 		}})
 		if err != nil {
 			l.countError(opPurge, err)
-			return total, fmt.Errorf("ledger: purge before %s: %w", at, err)
+			return total, fmt.Errorf("ledger: purge rows over %s: %w", at, err)
 		}
 		total += n
 		if n < purgeChunk {

@@ -261,7 +261,7 @@ func testFinish(t *testing.T, l *Ledger) {
 	seed(t, l, r, StateSent, "")
 
 	resp := responseFrame(r.GUID, codeOK)
-	assert.NilError(t, l.Finish(ctx, r.GUID, Outcome{State: StateDone, RspCode: codeOK, Response: resp}))
+	assert.NilError(t, l.Finish(ctx, r.GUID, 1, Outcome{State: StateDone, RspCode: codeOK, Response: resp}))
 	row, err := l.Get(ctx, r.GUID)
 	assert.NilError(t, err)
 	assert.Equal(t, row.State, StateDone)
@@ -269,7 +269,7 @@ func testFinish(t *testing.T, l *Ledger) {
 	assert.DeepEqual(t, row.Response, resp)
 
 	// The row is no longer SENT: a second Finish changes nothing.
-	err = l.Finish(ctx, r.GUID, Outcome{State: StateUnknown, RspCode: codeTimeout})
+	err = l.Finish(ctx, r.GUID, 1, Outcome{State: StateUnknown, RspCode: codeTimeout})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	var se *StateError
 	assert.Assert(t, errors.As(err, &se))
@@ -281,13 +281,13 @@ func testFinish(t *testing.T, l *Ledger) {
 	assert.DeepEqual(t, row2, row)
 
 	// Missing row: ErrStateChanged and ErrNotFound.
-	err = l.Finish(ctx, newGUID(), Outcome{State: StateDone, RspCode: codeOK, Response: resp})
+	err = l.Finish(ctx, newGUID(), 1, Outcome{State: StateDone, RspCode: codeOK, Response: resp})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	assert.Check(t, errors.Is(err, ErrNotFound))
 
 	// Finishing to SENT or to a bogus state is a programming error.
-	assert.ErrorContains(t, l.Finish(ctx, r.GUID, Outcome{State: StateSent, RspCode: ""}), "cannot finish")
-	assert.ErrorContains(t, l.Finish(ctx, r.GUID, Outcome{State: "BOGUS", RspCode: ""}), "cannot finish")
+	assert.ErrorContains(t, l.Finish(ctx, r.GUID, 1, Outcome{State: StateSent, RspCode: ""}), "cannot finish")
+	assert.ErrorContains(t, l.Finish(ctx, r.GUID, 1, Outcome{State: "BOGUS", RspCode: ""}), "cannot finish")
 }
 
 func TestTransitionIsConditional(t *testing.T) {
@@ -345,7 +345,7 @@ func testReclaim(t *testing.T, l *Ledger) {
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 
 	// ReclaimBelow enforces the attempts limit in the same statement.
-	assert.NilError(t, l.Finish(ctx, r.GUID, Outcome{State: StateFailed, RspCode: codeNoConnect}))
+	assert.NilError(t, l.Finish(ctx, r.GUID, 2, Outcome{State: StateFailed, RspCode: codeNoConnect}))
 	_, err = l.ReclaimBelow(ctx, r.GUID, 2)
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	assert.ErrorContains(t, err, "attempts limit 2")

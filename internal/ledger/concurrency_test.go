@@ -98,7 +98,7 @@ func testManyChannelsAndABatchCommand(t *testing.T, path string) {
 					errCh <- errors.New("not owned: " + c.Outcome.String())
 					continue
 				}
-				if err := relay.Finish(ctx, r.GUID, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}); err != nil {
+				if err := relay.Finish(ctx, r.GUID, 1, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}); err != nil {
 					errCh <- err
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,6 +129,9 @@ type Ledger struct {
 	st       store
 	isClosed atomic.Bool
 	errs     [numOps]atomic.Uint64
+	// late and conflicts count Finish's late answers recorded over an
+	// early settle, and those refused because the row was re-claimed.
+	late, conflicts atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -162,8 +166,8 @@ func OpenExisting(db string, opts ...Option) (*Ledger, error) {
 }
 
 func open(db string, cfg config) (*Ledger, error) {
-	if db == "" {
-		return nil, errors.New("ledger: open: empty path")
+	if err := CheckName(db); err != nil {
+		return nil, fmt.Errorf("ledger: open: %w", err)
 	}
 	var (
 		st   store
@@ -179,6 +183,26 @@ func open(db string, cfg config) (*Ledger, error) {
 		return nil, err
 	}
 	return &Ledger{path: path, st: st}, nil
+}
+
+// keyValue matches a libpq key=value connection string ("host=db1
+// dbname=ledger"): a word and '=' at its start or after a space.
+var keyValue = regexp.MustCompile(`(^|\s)[A-Za-z_]+\s*=`)
+
+// CheckName refuses a --db value that names no ledger: an empty one, and one
+// that looks like a libpq key=value connection string. Taken for a file
+// name, the latter would give relays meant to share a PostgreSQL ledger a
+// private SQLite file each, and a retry through another relay would be
+// posted again (SPEC 6).
+func CheckName(db string) error {
+	switch {
+	case db == "":
+		return errors.New("empty path")
+	case !IsURL(db) && keyValue.MatchString(db):
+		// Not echoed: it may hold a password.
+		return errors.New("the value looks like a key=value connection string (host=… dbname=…): give PostgreSQL as a URL, postgres://user@host:5432/dbname?sslmode=…, or a SQLite file path without '='")
+	}
+	return nil
 }
 
 // Path is the ledger's absolute file path, or its URL without the password.
@@ -229,6 +253,15 @@ func (l *Ledger) Errors() [numOps]uint64 {
 	}
 	return out
 }
+
+// LateAnswers is how many outcomes were recorded over a row settled FAILED
+// while their call was under way (Finish), since Open.
+func (l *Ledger) LateAnswers() uint64 { return l.late.Load() }
+
+// Conflicts is how many outcomes found their row re-claimed since their
+// call was made (ErrReclaimed), since Open: each is a transfer that may
+// have been posted twice (lhrelay_ledger_conflicts_total).
+func (l *Ledger) Conflicts() uint64 { return l.conflicts.Load() }
 
 // Ping reports whether the ledger is usable, for a readiness probe: a read,
 // and a round trip through the writer (SQLite: which must get the write

@@ -63,6 +63,14 @@ func testList(t *testing.T, l *Ledger) {
 	assert.DeepEqual(t, list(Filter{States: []State{StateUnknown}, UpdatedBefore: now.Add(-minAge)}),
 		[]string{unknownOld, unknownAtAge})
 
+	// By the database's clock: every row here was stamped from the test's
+	// clock, which is the database's on this host; the minute of margin
+	// keeps a slow run from moving a row across the bound.
+	assert.DeepEqual(t, list(Filter{States: []State{StateUnknown}, OlderThan: 30 * time.Minute}),
+		[]string{unknownOld})
+	assert.DeepEqual(t, list(Filter{States: []State{StateUnknown}, OlderThan: 9 * time.Minute}),
+		[]string{unknownOld, unknownAtAge, unknownYoung})
+
 	// Several states.
 	assert.DeepEqual(t, list(Filter{States: []State{StateUnknown, StateSent}, UpdatedBefore: now.Add(-30 * time.Minute)}),
 		[]string{unknownOld, sentStale})
@@ -115,12 +123,12 @@ func testPurgeDone(t *testing.T, l *Ledger) {
 		setUpdatedAt(t, l, r.GUID, now.Add(-age))
 		keep[r.GUID] = state
 	}
-	add(StateDone, codeOK, days(30))                      // exactly 30 days: stays
-	add(StateDone, codeRejected, days(29))                // young
-	add(StateUnknown, codeTimeout, days(400))             // never purged
-	add(StateFailed, codeNoConnect, days(400))            // never purged
-	add(StateSent, "", days(400))                         // never purged
-	cut := now.Add(-days(30)).Add(900 * time.Millisecond) // fraction dropped
+	add(StateDone, codeOK, days(30)-time.Minute) // a minute short of 30 days: stays
+	add(StateDone, codeRejected, days(29))       // young
+	add(StateUnknown, codeTimeout, days(400))    // never purged
+	add(StateFailed, codeNoConnect, days(400))   // never purged
+	add(StateSent, "", days(400))                // never purged
+	cut := days(30)
 
 	n, err := l.PurgeDone(ctx, cut, true)
 	assert.NilError(t, err)
@@ -156,7 +164,7 @@ func testPurgeDoneInChunks(t *testing.T, l *Ledger) {
 	const rows = purgeChunk*2 + 17
 	insertRows(t, l, rows, func(int) (State, bool) { return StateDone, true })
 	before := l.Commits()
-	n, err := l.PurgeDone(ctx, time.Now(), false)
+	n, err := l.PurgeDone(ctx, 24*time.Hour, false) // the rows are older (insertRows)
 	assert.NilError(t, err)
 	assert.Equal(t, n, int64(rows))
 	assert.Equal(t, l.Commits()-before, uint64(3))

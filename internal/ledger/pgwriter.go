@@ -110,6 +110,7 @@ func (s *pgStore) runBatch(batch []*op) []fate {
 	}
 	defer conn.Release()
 	c := conn.Conn()
+	s.syncWaitCancelled(c.PgConn()) // a warning left from before this batch is not its own
 	begun, err := runRounds(ctx, c, batch)
 	if err != nil {
 		if begun {
@@ -124,6 +125,8 @@ func (s *pgStore) runBatch(batch []*op) []fate {
 		_, err = c.Exec(ctx, "COMMIT")
 	}
 	switch {
+	case err == nil && s.syncWaitCancelled(c.PgConn()):
+		return s.unconfirmed(batch, fates, errNotDurable)
 	case err == nil:
 		s.ncommits.Add(1)
 		for i := range batch {
@@ -135,8 +138,16 @@ func (s *pgStore) runBatch(batch []*op) []fate {
 	case isStatementError(err):
 		return s.runEachAlone(batch)
 	}
+	return s.unconfirmed(batch, fates, fmt.Errorf("%w: the answer to COMMIT was lost: %w", ErrUnconfirmed, err))
+}
+
+// unconfirmed sets the fate of a batch whose COMMIT may or may not have
+// landed, or landed without becoming durable: claims fail with err (they
+// must not run again, see the package doc), transitions are tried again
+// knowing that they may have landed.
+func (s *pgStore) unconfirmed(batch []*op, fates []fate, err error) []fate {
 	for i, p := range batch {
-		p.err = fmt.Errorf("commit, outcome unknown: %w", err)
+		p.err = err
 		if p.o.rerunnable {
 			p.rerun, fates[i] = true, fateRetry
 		}

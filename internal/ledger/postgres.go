@@ -40,6 +40,36 @@ type pgStore struct {
 
 	lmu   sync.Mutex           // guards locks
 	locks map[*pgx.Conn]string // a held TryExclusive lock's session → its key
+
+	// syncCancelled holds the connections whose last commit reported
+	// that its wait for the synchronous standby was cancelled.
+	syncCancelled sync.Map // *pgconn.PgConn → struct{}
+}
+
+// errNotDurable is the error of the operations of a COMMIT that the server
+// reported done while warning that its wait for the synchronous standby
+// was cancelled ("canceling wait for synchronous replication"): the
+// transaction committed on the primary only, and a failover would forget
+// it (SPEC 6a). Our statement_timeout, or a cancel request sent when a
+// context ends, cancels that wait this way; a context that ends closes
+// the connection instead, and the COMMIT's answer is lost. Both end here,
+// in ErrUnconfirmed.
+var errNotDurable = fmt.Errorf("%w: committed on the primary but not confirmed by a synchronous standby (the wait was cancelled)", ErrUnconfirmed)
+
+// onNotice notes a connection whose commit's wait for synchronous
+// replication was cancelled. PostgreSQL sends the warning before the
+// COMMIT's answer, so it is noted by the time Exec("COMMIT") returns.
+func (s *pgStore) onNotice(c *pgconn.PgConn, n *pgconn.Notice) {
+	if n.Severity == "WARNING" && strings.Contains(n.Message, "wait for synchronous replication") {
+		s.syncCancelled.Store(c, struct{}{})
+	}
+}
+
+// syncWaitCancelled reports, and forgets, whether c's last commit warned
+// that its wait for synchronous replication was cancelled.
+func (s *pgStore) syncWaitCancelled(c *pgconn.PgConn) bool {
+	_, ok := s.syncCancelled.LoadAndDelete(c)
+	return ok
 }
 
 func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
@@ -57,13 +87,14 @@ func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
 	if err := fixSession(pcfg.ConnConfig, cfg); err != nil {
 		return fail(err)
 	}
+	s := &pgStore{cfg: cfg, link: u.link, queue: newQueue(4 * cfg.maxBatch), writerDone: make(chan struct{}), locks: map[*pgx.Conn]string{}}
 	pcfg.MaxConns = int32(cfg.poolSize)
 	pcfg.HealthCheckPeriod = 5 * time.Second
 	pcfg.AfterConnect = checkSession
+	pcfg.ConnConfig.OnNotice = s.onNotice
 	if pcfg.ConnConfig.ConnectTimeout == 0 {
 		pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
-	s := &pgStore{cfg: cfg, link: u.link, queue: newQueue(4 * cfg.maxBatch), writerDone: make(chan struct{}), locks: map[*pgx.Conn]string{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
@@ -272,7 +303,10 @@ func (s *pgStore) runOnce(ctx context.Context, o operation, rerun bool) error {
 		if isStatementError(cerr) {
 			return cerr
 		}
-		return fmt.Errorf("commit, outcome unknown: %w", cerr)
+		return fmt.Errorf("%w: the answer to COMMIT was lost: %w", ErrUnconfirmed, cerr)
+	}
+	if s.syncWaitCancelled(conn.Conn().PgConn()) {
+		return errNotDurable
 	}
 	s.ncommits.Add(1)
 	return err // nil, or the refusal o decided

@@ -212,6 +212,14 @@ func (f Filter) clauses(d *dialect) (where []string, args []any, err error) {
 		where = append(where, cond)
 		args = append(args, arg)
 	}
+	if f.OlderThan < 0 {
+		return nil, nil, fmt.Errorf("negative age %v", f.OlderThan)
+	}
+	if f.OlderThan > 0 {
+		cond, arg := d.olderThan(f.OlderThan)
+		where = append(where, cond)
+		args = append(args, arg)
+	}
 	if f.RspCode != "" {
 		where = append(where, "rsp_code = ?")
 		args = append(args, f.RspCode)

@@ -39,6 +39,8 @@ type store interface {
 	commits() uint64
 	// close waits for every queued operation, then closes the connections.
 	close() error
+	// replication is Ledger.Replication.
+	replication(ctx context.Context) (Replication, error)
 	// tryExclusive is Ledger.TryExclusive.
 	tryExclusive(ctx context.Context, name string) (release func(), ok bool, err error)
 }
@@ -111,9 +113,14 @@ type dialect struct {
 	// atOrBefore is the condition and argument for "updated_at at or
 	// before t, at whole seconds" (Filter.UpdatedBefore).
 	atOrBefore func(t time.Time) (string, any)
-	// before is the same for "strictly before t, at whole seconds"
+	// olderThan is the condition and argument for "updated_at at least
+	// age before the database's clock now" (Filter.OlderThan): the
+	// database's clock, the one that stamped updated_at, never the
+	// process's (SPEC 6a).
+	olderThan func(age time.Duration) (string, any)
+	// strictlyOlderThan is the same for "more than age before now"
 	// (PurgeDone).
-	before func(t time.Time) (string, any)
+	strictlyOlderThan func(age time.Duration) (string, any)
 	// skipLocked ends a sub-select of rows to delete: with several
 	// processes purging one database, each takes rows nobody else holds.
 	skipLocked string
@@ -123,7 +130,14 @@ var sqliteDialect = &dialect{
 	name:       "sqlite",
 	timeArg:    func(t time.Time) any { return formatTime(t) },
 	atOrBefore: func(t time.Time) (string, any) { return "updated_at <= ?", formatTime(t) },
-	before:     func(t time.Time) (string, any) { return "updated_at < ?", formatTime(t) },
+	// datetime('now', '-N seconds') is the same text form as updated_at.
+	olderThan:         func(age time.Duration) (string, any) { return "updated_at <= datetime('now', ?)", sqliteAgo(age) },
+	strictlyOlderThan: func(age time.Duration) (string, any) { return "updated_at < datetime('now', ?)", sqliteAgo(age) },
+}
+
+// sqliteAgo is datetime()'s modifier for age ago.
+func sqliteAgo(age time.Duration) string {
+	return "-" + strconv.FormatFloat(age.Seconds(), 'f', 3, 64) + " seconds"
 }
 
 // PostgreSQL keeps microseconds; "at or before t at whole seconds" is
@@ -134,7 +148,14 @@ var postgresDialect = &dialect{
 	atOrBefore: func(t time.Time) (string, any) {
 		return "updated_at < ?", t.Truncate(time.Second).Add(time.Second)
 	},
-	before:     func(t time.Time) (string, any) { return "updated_at < ?", t.Truncate(time.Second) },
+	// CURRENT_TIMESTAMP minus a constant is computed once per statement:
+	// the condition stays a range of the (state, updated_at) index.
+	olderThan: func(age time.Duration) (string, any) {
+		return "updated_at <= CURRENT_TIMESTAMP - make_interval(secs => ?)", age.Seconds()
+	},
+	strictlyOlderThan: func(age time.Duration) (string, any) {
+		return "updated_at < CURRENT_TIMESTAMP - make_interval(secs => ?)", age.Seconds()
+	},
 	skipLocked: " FOR UPDATE SKIP LOCKED",
 }
 

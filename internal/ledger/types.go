@@ -144,6 +144,12 @@ type Filter struct {
 	// So with UpdatedBefore = now - minAge a row exactly minAge old is
 	// selected. Zero: any age.
 	UpdatedBefore time.Time
+	// OlderThan: rows last updated at least this long ago by the
+	// database's clock (SQLite: its datetime('now'); PostgreSQL: its
+	// CURRENT_TIMESTAMP), the clock that stamped updated_at. Every age a
+	// command or the relay selects by is this one, never an instant from
+	// the process's clock: hosts' clocks differ (SPEC 6a). Zero: any age.
+	OlderThan time.Duration
 	// RspCode: rows with exactly this rsp_code (empty: any).
 	RspCode string
 	// MaxAttempts: when > 0, rows with attempts < MaxAttempts (a row with
@@ -181,6 +187,17 @@ var (
 	// in another state than the one it expected; nothing was changed. The
 	// error is a *StateError; errors.As gives the state found.
 	ErrStateChanged = errors.New("row is not in the expected state")
+	// ErrReclaimed: an outcome arrived for a claim whose row has been
+	// re-claimed since (more attempts): it was settled FAILED while the
+	// call was under way, and sent again. Nothing was changed; the
+	// transfer may be posted twice, and the caller reports it (SPEC 6).
+	// The error is a *StateError and matches ErrStateChanged too.
+	ErrReclaimed = errors.New("row re-claimed since this claim")
+	// ErrUnconfirmed: a write's COMMIT was sent and its outcome is not
+	// known (the answer was lost), or it committed without becoming
+	// durable (the wait for the synchronous standby was cancelled). For
+	// a claim the error is an *UnconfirmedClaimError.
+	ErrUnconfirmed = errors.New("commit not confirmed")
 	// ErrNotFound: no row has this GUID.
 	ErrNotFound = errors.New("no such row")
 	// ErrNotLedger: the file exists but is not a ledger (not SQLite, or no
@@ -196,6 +213,12 @@ type StateError struct {
 	GUID  string
 	Want  State // the state the transition expected
 	Found State // the state found; empty when the row is missing
+	// FoundAttempts is the attempts of the row found (transitions of one
+	// claim's row only).
+	FoundAttempts int
+	// Reclaimed: the row was re-claimed after the claim this transition
+	// was for (ErrReclaimed).
+	Reclaimed bool
 	// Detail names a further condition that failed, e.g. the attempts
 	// limit of ReclaimBelow; usually empty.
 	Detail string
@@ -216,8 +239,27 @@ func (e *StateError) Error() string {
 // Unwrap lets errors.Is match ErrStateChanged, and ErrNotFound for a
 // missing row.
 func (e *StateError) Unwrap() []error {
+	if e.Reclaimed {
+		return []error{ErrStateChanged, ErrReclaimed}
+	}
 	if e.Found == "" {
 		return []error{ErrStateChanged, ErrNotFound}
 	}
 	return []error{ErrStateChanged}
 }
+
+// UnconfirmedClaimError is the error of a Claim whose commit was not
+// confirmed (ErrUnconfirmed): the row may exist, SENT, with Attempts. The
+// core must not be called; the caller answers E902 and hands the claim to
+// AbandonClaim once the database answers again (SPEC 6).
+type UnconfirmedClaimError struct {
+	GUID     string
+	Attempts int
+	Err      error
+}
+
+func (e *UnconfirmedClaimError) Error() string {
+	return fmt.Sprintf("claim (attempts %d) %v", e.Attempts, e.Err)
+}
+
+func (e *UnconfirmedClaimError) Unwrap() error { return e.Err }

@@ -157,6 +157,18 @@ func (c *conn) process(st *frameState) []byte {
 	if s.ledger != nil {
 		claim, err := s.ledger.Claim(s.base, lreq)
 		if err != nil {
+			var uc *ledger.UnconfirmedClaimError
+			if errors.As(err, &uc) {
+				// The claim may have committed, unconfirmed: its row
+				// (ours, if it exists) would read SENT. Nothing was
+				// sent, so E902, and the row is made FAILED/E902 once the
+				// database answers (package comment).
+				st.err = err
+				s.log.Error("ledger claim not confirmed; answering CONNECT_FAIL, nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
+				out := c.answer(st, generated.SourceConnectFail)
+				s.abandon(uc.GUID, uc.Attempts, tx.Code, outcome.Of(generated.SourceConnectFail, out))
+				return out
+			}
 			s.log.Error("ledger claim failed; answering from the row as read, or CONNECT_FAIL: nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
 			return c.answerFromRead(st, lreq, err)
 		}
@@ -229,11 +241,15 @@ func (c *conn) record(st *frameState, src generated.Source, out []byte) []byte {
 		s.finishLater(st, c.remote, src, out)
 		return out
 	}
-	if err := s.finish(st.hdr.GUID, src, out); err != nil {
+	if err := s.finish(st.hdr.GUID, st.attempts, src, out); err != nil {
 		st.err = errors.Join(st.err, err)
 		st.state = ledger.StateSent
-		s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent, answering READ_TIMEOUT: settling it would not find this answer",
-			"remote", c.remote, "guid", st.guid, "tx", st.tx.Code, "core_rsp", string(src.Code()), "err", err)
+		if errors.Is(err, ledger.ErrReclaimed) {
+			s.logConflict(c.remote, st.guid, st.tx.Code, st.attempts, src, err)
+		} else {
+			s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent, answering READ_TIMEOUT: settling it would not find this answer",
+				"remote", c.remote, "guid", st.guid, "tx", st.tx.Code, "core_rsp", string(src.Code()), "err", err)
+		}
 		return c.answer(st, generated.SourceReadTimeout)
 	}
 	return out
@@ -242,10 +258,10 @@ func (c *conn) record(st *frameState, src generated.Source, out []byte) []byte {
 // finish records an owned request's outcome and waits for the commit. It
 // runs even while the server stops (no SENT row is left by a clean stop),
 // bounded by LedgerTimeout.
-func (s *Server) finish(guid string, src generated.Source, out []byte) error {
+func (s *Server) finish(guid string, attempts int, src generated.Source, out []byte) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
 	defer cancel()
-	return s.ledger.Finish(ctx, guid, outcome.Of(src, out))
+	return s.ledger.Finish(ctx, guid, attempts, outcome.Of(src, out))
 }
 
 // finishLater queues an owned request's outcome and returns at once, or
@@ -254,11 +270,11 @@ func (s *Server) finish(guid string, src generated.Source, out []byte) error {
 // resolve --stale-sent. Shutdown and Close wait for every queued outcome
 // (no SENT row is left by a clean stop).
 func (s *Server) finishLater(st *frameState, remote string, src generated.Source, out []byte) {
-	guid, tx := st.guid, st.tx.Code
+	guid, tx, attempts := st.guid, st.tx.Code, st.attempts
 	s.recording.add()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
 	defer cancel()
-	err := s.ledger.FinishLater(ctx, guid, outcome.Of(src, out), func(err error) {
+	err := s.ledger.FinishLater(ctx, guid, attempts, outcome.Of(src, out), func(err error) {
 		if err == nil {
 			s.recording.done()
 			return
@@ -266,7 +282,11 @@ func (s *Server) finishLater(st *frameState, remote string, src generated.Source
 		// This runs on the ledger's writer goroutine, which must not wait
 		// for a log sink.
 		go func() {
-			s.logNotRecorded(remote, guid, tx, src, err)
+			if errors.Is(err, ledger.ErrReclaimed) {
+				s.logConflict(remote, guid, tx, attempts, src, err)
+			} else {
+				s.logNotRecorded(remote, guid, tx, src, err)
+			}
 			s.recording.done()
 		}()
 	})
@@ -276,6 +296,15 @@ func (s *Server) finishLater(st *frameState, remote string, src generated.Source
 		st.state = ledger.StateSent
 		s.logNotRecorded(remote, guid, tx, src, err)
 	}
+}
+
+// logConflict reports the core's answer to a claim whose row was settled
+// FAILED while the call was under way and re-claimed since (SPEC 6): the
+// row is left alone, and the transfer may now be posted twice. Someone
+// must look (the ledger counts it: lhrelay_ledger_conflicts_total).
+func (s *Server) logConflict(remote, guid, tx string, attempts int, src generated.Source, err error) {
+	s.log.Error("ledger conflict: the core answered a call whose row was settled and re-claimed since; row left alone, the transfer may be posted twice: check it with the core",
+		"remote", remote, "guid", guid, "tx", tx, "attempts", attempts, "core_rsp", string(src.Code()), "err", err)
 }
 
 // logNotRecorded logs an answered outcome the ledger did not record.
@@ -334,7 +363,7 @@ func (c *conn) recoverFrame(st *frameState, p any) []byte {
 	}
 	out := c.answer(st, src)
 	if st.owned {
-		if err := s.finish(st.hdr.GUID, src, out); err != nil {
+		if err := s.finish(st.hdr.GUID, st.attempts, src, out); err != nil {
 			s.log.Error("ledger: panic outcome not recorded; row stays SENT for resolve --stale-sent", "guid", st.hdr.GUID, "rsp", string(src.Code()), "err", err)
 		} else {
 			st.state = ledger.State(src.LedgerState())

@@ -16,14 +16,21 @@ type Ledger interface {
 	// (ledger.Peek): for a frame that may not claim (shed, or a claim
 	// that could not be written).
 	Peek(ctx context.Context, r ledger.Request) (ledger.Claim, error)
-	// Finish records the outcome of an owned request: SENT → to.
-	Finish(ctx context.Context, guid string, o ledger.Outcome) error
+	// Finish records the outcome of an owned request, the claim that made
+	// attempts: SENT → to, or over a row settled FAILED while the call
+	// was under way (a late answer); an error matching
+	// ledger.ErrReclaimed means the row was re-claimed since.
+	Finish(ctx context.Context, guid string, attempts int, o ledger.Outcome) error
 	// FinishLater is Finish without the wait: it queues the outcome
 	// (copying response) and calls then with the result once it is
 	// committed or has failed. then must be quick. ctx bounds the wait
 	// for room in a full queue. If FinishLater returns an error nothing
 	// was queued and then is not called.
-	FinishLater(ctx context.Context, guid string, o ledger.Outcome, then func(error)) error
+	FinishLater(ctx context.Context, guid string, attempts int, o ledger.Outcome, then func(error)) error
+	// AbandonClaim makes the row of a claim whose commit was not
+	// confirmed FAILED, if it exists still SENT with that claim's
+	// attempts (ledger.UnconfirmedClaimError).
+	AbandonClaim(ctx context.Context, guid string, attempts int, o ledger.Outcome) error
 }
 
 // recordings counts the outcomes queued with FinishLater whose results

@@ -566,19 +566,23 @@ func (b *brokenLedger) Peek(ctx context.Context, r ledger.Request) (ledger.Claim
 	return ledger.Claim{Outcome: ledger.NeedsClaim}, nil
 }
 
-func (b *brokenLedger) Finish(ctx context.Context, guid string, o ledger.Outcome) error {
+func (b *brokenLedger) Finish(ctx context.Context, guid string, attempts int, o ledger.Outcome) error {
 	b.finished <- o.RspCode
 	return b.finishErr
 }
 
 // FinishLater reports the result from another goroutine, as the ledger's
 // writer does, and only then signals finished.
-func (b *brokenLedger) FinishLater(ctx context.Context, guid string, o ledger.Outcome, then func(error)) error {
+func (b *brokenLedger) FinishLater(ctx context.Context, guid string, attempts int, o ledger.Outcome, then func(error)) error {
 	go func() {
 		then(b.finishErr)
 		b.finished <- o.RspCode
 	}()
 	return nil
+}
+
+func (b *brokenLedger) AbandonClaim(ctx context.Context, guid string, attempts int, o ledger.Outcome) error {
+	return b.finishErr
 }
 
 func TestLedgerClaimErrorIsE902(t *testing.T) {

@@ -84,7 +84,7 @@ func seedUnknown(t *testing.T, l *ledger.Ledger, c *lookupCore, n int) []string 
 			assert.Equal(t, res.Source, generated.SourceHTTP200, "%v", res.Err)
 		}
 		rec, _ := outcome.OfCall(nil, &r.Header, corecall.Result{Source: generated.SourceReadTimeout}, time.Now())
-		assert.NilError(t, l.Finish(ctx, guids[i], rec))
+		assert.NilError(t, l.Finish(ctx, guids[i], 1, rec))
 	}
 	return guids
 }

@@ -1,0 +1,57 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"lhrelay/internal/ledger"
+)
+
+// How long the relay keeps trying to abandon a claim whose commit was not
+// confirmed, and the pauses between tries: long enough to outlast a
+// database restart or a failover; past it, the row (if it exists) is left
+// SENT for resolve --stale-sent, as before.
+const (
+	abandonFor      = 2 * time.Minute
+	abandonFirstTry = 100 * time.Millisecond
+	abandonMaxPause = 5 * time.Second
+)
+
+// abandon handles a claim answered E902 whose commit was not confirmed
+// (SPEC 6): the row may exist, SENT with the claim's attempts, and nobody
+// will call the core for it. Once the database answers again the row, if
+// it is still exactly that, becomes FAILED/E902 (o), so that the channel's
+// resend is served instead of refused E903 until settling. It runs in the
+// background; a relay that stops meanwhile leaves the row to settling.
+func (s *Server) abandon(guid string, attempts int, tx string, o ledger.Outcome) {
+	o.Response = append([]byte(nil), o.Response...)
+	go func() {
+		deadline := time.Now().Add(abandonFor)
+		pause := abandonFirstTry
+		for {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
+			err := s.ledger.AbandonClaim(ctx, guid, attempts, o)
+			cancel()
+			switch {
+			case err == nil:
+				s.log.Warn("unconfirmed claim found committed; made FAILED/E902 so that the channel's resend is served", "guid", guid, "tx", tx, "attempts", attempts)
+				return
+			case errors.Is(err, ledger.ErrStateChanged):
+				s.log.Info("unconfirmed claim: no SENT row of it to abandon (it never committed, or it was settled since)", "guid", guid, "tx", tx, "attempts", attempts, "err", err)
+				return
+			case errors.Is(err, ledger.ErrClosed) || time.Now().Add(pause).After(deadline):
+				s.log.Error("unconfirmed claim not abandoned; if it committed, its row stays SENT for resolve --stale-sent", "guid", guid, "tx", tx, "attempts", attempts, "err", err)
+				return
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-s.base.Done():
+				t.Stop()
+				return
+			}
+			pause = min(2*pause, abandonMaxPause)
+		}
+	}()
+}
