@@ -211,6 +211,10 @@ var (
 		"Age of the oldest UNKNOWN row (0 when there is none): alert when resolve is not keeping up.", nil, nil)
 	commitsDesc = prometheus.NewDesc("lhrelay_ledger_commits_total",
 		"Ledger commits by this process: SQLite group commits (one fsync each, shared by the transactions grouped into them), PostgreSQL write transactions.", nil, nil)
+	conflictsDesc = prometheus.NewDesc("lhrelay_ledger_conflicts_total",
+		"Core answers for a call whose row was settled FAILED while the call was under way and re-claimed since: the row is left alone and the transfer may be posted twice (see the relay's error log line \"ledger conflict\").", nil, nil)
+	lateAnswersDesc = prometheus.NewDesc("lhrelay_ledger_late_answers_total",
+		"Core answers recorded over a row settled FAILED while the call was under way (a lookup that came too early).", nil, nil)
 	errorsDesc = prometheus.NewDesc("lhrelay_ledger_errors_total",
 		"Ledger operations of this process that failed (the database unreachable, a lost connection, a timeout), by operation; refusals by the state machine are not errors.", []string{"op"}, nil)
 )
@@ -222,11 +226,15 @@ func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rowsDesc
 	ch <- oldestUnknownDesc
 	ch <- commitsDesc
+	ch <- conflictsDesc
+	ch <- lateAnswersDesc
 	ch <- errorsDesc
 }
 
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(c.l.Commits()))
+	ch <- prometheus.MustNewConstMetric(conflictsDesc, prometheus.CounterValue, float64(c.l.Conflicts()))
+	ch <- prometheus.MustNewConstMetric(lateAnswersDesc, prometheus.CounterValue, float64(c.l.LateAnswers()))
 	for i, n := range c.l.Errors() {
 		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(n), ledger.ErrorOps[i])
 	}

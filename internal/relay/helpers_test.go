@@ -286,6 +286,25 @@ func reply(status int, body string) http.HandlerFunc {
 	}
 }
 
+// posted is a core that posts every transfer: a 200 about the GUID asked
+// for (X-GUID), as the core's API says, with another's guid when about is
+// given ("-" for none).
+func posted(about string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		guid := `"guid":"` + r.Header.Get("X-GUID") + `",`
+		switch about {
+		case "":
+		case "-":
+			guid = ""
+		default:
+			guid = `"guid":"` + about + `",`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{`+guid+`"txId":"T1","balance":1,"postedAt":"20261129103000"}`)
+	}
+}
+
 // gate is a core that holds every request until opened, announcing each
 // arrival, and then answers with next.
 type gate struct {

@@ -231,7 +231,7 @@ func TestRejectsNeverCallCore(t *testing.T) {
 	}
 	assert.Equal(t, core.calls.Load(), int64(0))
 	// The connection is still good.
-	core.h = reply(200, `{"txId":"T1","balance":1,"postedAt":"20261129103000"}`)
+	core.h = posted("")
 	assert.Equal(t, e.send(c, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
 }
 

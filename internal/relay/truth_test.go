@@ -1,0 +1,169 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"lhrelay/internal/batch"
+	"lhrelay/internal/corecall"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/metrics"
+)
+
+// These tests are about the core's answer as the truth (SPEC 5.5, 6): a
+// 200 about another transfer proves nothing; a late answer beats an early
+// settle; an answer for a row re-claimed since is reported, not recorded.
+
+// resolveNow runs resolve's rules against e's core: UNKNOWN rows of any
+// age, and SENT rows as if orphaned (the lookup that comes too early).
+func resolveNow(t *testing.T, e *env) *batch.Summary {
+	t.Helper()
+	core, err := corecall.New(corecall.Config{BaseURL: e.core.URL})
+	assert.NilError(t, err)
+	defer core.CloseIdleConnections()
+	sum, err := batch.Resolve(context.Background(), e.led, core, batch.ResolveConfig{StaleSent: time.Nanosecond, Now: time.Now()})
+	assert.NilError(t, err)
+	return sum
+}
+
+// aboutGUID answers every POST with the simulator's 200 rewritten to be
+// about another GUID (about) or about none ("-"); lookups are the
+// simulator's own.
+func aboutGUID(sim http.Handler, about string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			sim.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		sim.ServeHTTP(rec, r)
+		body := rec.Body.String()
+		guid := `"guid":"` + r.Header.Get("X-GUID") + `"`
+		if about == "-" {
+			body = strings.Replace(body, guid+",", "", 1)
+		} else {
+			body = strings.Replace(body, guid, `"guid":"`+about+`"`, 1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Code)
+		w.Write([]byte(body))
+	})
+}
+
+func TestPost200AboutAnotherTransferIsUnknownThenSettledByLookup(t *testing.T) {
+	for name, about := range map[string]string{"another guid": "fedcba9876543210fedcba9876543210", "no guid": "-"} {
+		t.Run(name, func(t *testing.T) {
+			sim := simCore(0)
+			e := startEnv(t, envConfig{core: aboutGUID(sim, about), ledger: true})
+			guid := newGUID()
+			frame := transferFrame(t, guid)
+
+			assert.Equal(t, e.roundTrip(frame).code(), string(generated.RspReadTimeout))
+			row := e.row(guid)
+			assert.Equal(t, row.State, ledger.StateUnknown)
+			assert.Equal(t, sim.PostCount(guid), 1)
+			assert.Check(t, is.Contains(e.log.String(), "the answer is not about GUID "+guid))
+
+			// The lookup is about this transfer: settled DONE, and the
+			// retry replays it without a second POST.
+			sum := resolveNow(t, e)
+			assert.Equal(t, sum.Count("done"), 1)
+			row = e.row(guid)
+			assert.Equal(t, row.State, ledger.StateDone)
+			retry := e.roundTrip(frame)
+			assert.Equal(t, retry.code(), string(generated.RspHTTP200))
+			assert.Assert(t, bytes.Equal(retry.raw, row.Response), "a replay, byte for byte")
+			assert.Equal(t, sim.PostCount(guid), 1)
+		})
+	}
+}
+
+// holdFirst sends the first request for guid through g and every later
+// one (the resend) straight to next.
+func holdFirst(guid string, g *gate, next http.Handler) http.Handler {
+	var seen atomic.Bool
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-GUID") == guid && r.Method == http.MethodPost && !seen.Swap(true) {
+			g.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func TestLateAnswerAfterAnEarlySettleIsRecorded(t *testing.T) {
+	sim := simCore(0)
+	guid := newGUID()
+	g := newGate(sim)
+	e := startEnv(t, envConfig{core: holdFirst(guid, g, sim), ledger: true})
+	frame := transferFrame(t, guid)
+
+	go1 := make(chan struct{})
+	answered := make(chan rawAnswer, 1)
+	sendAsync(e.dial(), frame, go1, answered)
+	close(go1)
+	g.waitArrival(t)
+	// A lookup while the POST is held at the core's door: not posted yet.
+	sum := resolveNow(t, e)
+	assert.Equal(t, sum.Count("failed"), 1)
+	assert.Equal(t, e.row(guid).State, ledger.StateFailed)
+
+	g.open()
+	a := next(t, answered, time.After(10*time.Second), "the held call's answer")
+	assert.Equal(t, a.code(), string(generated.RspHTTP200))
+	row := e.row(guid)
+	assert.Equal(t, row.State, ledger.StateDone, "the core's late answer is recorded over the early settle")
+	assert.Equal(t, row.Attempts, 1)
+	assert.Assert(t, bytes.Equal(row.Response, a.raw))
+	assert.Equal(t, e.led.LateAnswers(), uint64(1))
+
+	// reprocess finds nothing to resend; the channel's retry is a replay.
+	retry := e.roundTrip(frame)
+	assert.Assert(t, bytes.Equal(retry.raw, a.raw))
+	assert.Equal(t, sim.PostCount(guid), 1)
+}
+
+func TestLateAnswerAfterAReclaimIsReportedAndLeftAlone(t *testing.T) {
+	sim := simCore(0)
+	guid := newGUID()
+	g := newGate(sim)
+	m := metrics.New()
+	e := startEnv(t, envConfig{core: holdFirst(guid, g, sim), ledger: true, metrics: m})
+	m.WatchLedger(e.led)
+	frame := transferFrame(t, guid)
+
+	go1 := make(chan struct{})
+	first := make(chan rawAnswer, 1)
+	sendAsync(e.dial(), frame, go1, first)
+	close(go1)
+	g.waitArrival(t)
+	resolveNow(t, e) // too early: FAILED/E902
+	// The channel's resend re-claims the row and is posted.
+	second := e.roundTrip(frame)
+	assert.Equal(t, second.code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.row(guid).Attempts, 2)
+
+	g.open()
+	next(t, first, time.After(10*time.Second), "the held call's answer")
+	e.srv.WaitRecorded()
+	row := e.row(guid)
+	assert.Equal(t, row.State, ledger.StateDone)
+	assert.Equal(t, row.Attempts, 2)
+	assert.Assert(t, bytes.Equal(row.Response, second.raw), "the row re-claimed since is left alone")
+	assert.Equal(t, e.led.Conflicts(), uint64(1))
+	assert.Check(t, is.Contains(e.log.String(), "level=ERROR msg=\"ledger conflict"))
+	rec := httptest.NewRecorder()
+	m.Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	assert.Check(t, is.Contains(rec.Body.String(), "lhrelay_ledger_conflicts_total 1\n"))
+	assert.Equal(t, sim.PostCount(guid), 2, "the double posting the report is about")
+}
