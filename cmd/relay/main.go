@@ -249,6 +249,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ClientOrgs:      o.links.clientOrgs,
 		Breaker:         lk.breaker,
 		Limiter:         lk.limiter,
+		// A frame still arriving at a stop is dropped at the stop's
+		// bound, --timeout; the margin is for recording and answering.
+		StopArrival: o.timeout,
 	}
 	unverified := led.Link() == ledger.LinkUnverified
 	if unverified {

@@ -100,6 +100,11 @@ type Config struct {
 	// Allow, when not empty, lists the networks channels may connect from;
 	// a connection from elsewhere is closed unread (see allowed).
 	Allow []netip.Prefix
+	// StopArrival bounds how long after Shutdown begins a frame still
+	// arriving may take to arrive whole (SPEC 5.8: the stop's bound,
+	// --timeout); one that has not is dropped then, not when Shutdown's
+	// context ends. Zero: until the context ends.
+	StopArrival time.Duration
 }
 
 // Server is an LH-STD relay server. Make one with New, run it with Serve,
@@ -121,6 +126,7 @@ type Server struct {
 	clientOrgs    *ClientOrgs    // nil: any SRC_ORG
 	breaker       *breaker.Breaker
 	limiter       *admit.Limiter // nil: every call admitted
+	stopArrival   time.Duration  // 0: Shutdown's deadline
 
 	// base is the parent of every claim and core call. It is cancelled only
 	// by a hard stop, never by a graceful one: frames in flight finish.
@@ -171,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ClientOrgs != nil && (cfg.TLS == nil || (cfg.TLS.ClientAuth != tls.RequireAndVerifyClientCert && cfg.TLS.GetConfigForClient == nil)) {
 		return nil, errors.New("relay: client SRC_ORG bindings need TLS with client certificates")
 	}
-	if cfg.FrameTimeout < 0 || cfg.IdleTimeout < 0 || cfg.MaxConns < 0 || cfg.MaxConnsPerAddr < 0 || cfg.LedgerTimeout < 0 {
+	if cfg.FrameTimeout < 0 || cfg.IdleTimeout < 0 || cfg.MaxConns < 0 || cfg.MaxConnsPerAddr < 0 || cfg.LedgerTimeout < 0 || cfg.StopArrival < 0 {
 		return nil, errors.New("relay: negative timeout or connection limit")
 	}
 	s := &Server{
@@ -189,6 +195,7 @@ func New(cfg Config) (*Server, error) {
 		clientOrgs:    cfg.ClientOrgs,
 		breaker:       cfg.Breaker,
 		limiter:       cfg.Limiter,
+		stopArrival:   cfg.StopArrival,
 		listeners:     map[net.Listener]struct{}{},
 		conns:         map[*conn]struct{}{},
 		perAddr:       map[netip.Addr]int{},
@@ -404,7 +411,7 @@ func (s *Server) beginStop() []*conn {
 // Shutdown stops the server gracefully: it stops accepting, closes idle
 // connections, and waits for the frames in flight to be answered and for
 // every outcome answered to be recorded. A frame still arriving has until
-// ctx's deadline to arrive whole (and is then served); one that does not
+// ctx's deadline (or Config.StopArrival, if sooner) to arrive whole (and is then served); one that does not
 // was never processed and is dropped with its connection (SPEC 5.8), which
 // leaves the stop clean. If ctx ends while whole frames are still being
 // handled, it cancels their core calls (each is classified and recorded as
@@ -422,6 +429,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	arriveBy, ok := ctx.Deadline()
 	if ok {
 		attrs = append(attrs, "grace_ms", millis(time.Until(arriveBy)))
+	}
+	if s.stopArrival > 0 {
+		if b := start.Add(s.stopArrival); arriveBy.IsZero() || b.Before(arriveBy) {
+			arriveBy = b
+		}
 	}
 	s.log.Info("relay stopping: not accepting; finishing the frames in flight", attrs...)
 	for _, c := range conns {
