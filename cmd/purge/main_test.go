@@ -14,6 +14,7 @@ import (
 )
 
 func TestArguments(t *testing.T) {
+	t.Chdir(t.TempDir()) // a --db taken for a relative file name would land here
 	db := filepath.Join(t.TempDir(), "relay.db")
 	l, err := ledger.Open(db)
 	assert.NilError(t, err)
@@ -36,6 +37,7 @@ func TestArguments(t *testing.T) {
 		{[]string{"--db", db, "--days", "30"}, 0, ""},
 		{[]string{"--db", db, "--days", "1", "--dry-run"}, 0, ""},
 		{[]string{"--db", db, "--days", "0"}, 2, "at least 1"},
+		{[]string{"--db", "host=db1 dbname=ledger", "--days", "30"}, 2, "key=value connection string"},
 		{[]string{"--db", db, "--days", "0", "--dry-run"}, 2, "at least 1"},
 	} {
 		var out bytes.Buffer
@@ -48,4 +50,7 @@ func TestArguments(t *testing.T) {
 			assert.Assert(t, s != nil)
 		}
 	}
+	entries, err := os.ReadDir(".")
+	assert.NilError(t, err)
+	assert.Equal(t, len(entries), 0, "no file created")
 }

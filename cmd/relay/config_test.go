@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"io"
+	"os"
+	"strings"
 	"testing"
 
 	"gotest.tools/v3/assert"
@@ -29,4 +33,22 @@ func TestZeroTimeoutNamesItsSource(t *testing.T) {
 	t.Setenv("LHRELAY_TIMEOUT", "0")
 	_, err := parseArgs(nil, io.Discard)
 	assert.ErrorContains(t, err, `LHRELAY_TIMEOUT: "0": want more than 0 seconds`)
+}
+
+// TestDBKeyValueRefused: a libpq key=value string given to --db is refused
+// (exit 2, one line asking for the URL form) and no file is created: taken
+// for a file name it would give each relay a private ledger (SPEC 6).
+func TestDBKeyValueRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"--port", "0", "--db", "host=db1 dbname=ledger password=secret"}, io.Discard, &stderr)
+	assert.Equal(t, code, 2)
+	msg := stderr.String()
+	assert.Check(t, strings.HasPrefix(msg, "relay: --db: ") && strings.Count(msg, "\n") == 1, msg)
+	assert.Check(t, strings.Contains(msg, "postgres://"), msg)
+	assert.Check(t, !strings.Contains(msg, "secret"), "a password is never printed: %s", msg)
+	entries, err := os.ReadDir(dir)
+	assert.NilError(t, err)
+	assert.Equal(t, len(entries), 0, "no file created")
 }

@@ -87,6 +87,7 @@ import (
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
 	"lhrelay/internal/relay"
+	"lhrelay/internal/replwatch"
 )
 
 func main() {
@@ -112,6 +113,7 @@ type options struct {
 	logLevel       slog.Level
 	links          linkOptions
 	settle         settleOptions
+	allowAsync     bool
 }
 
 const usageText = `usage: relay [--port P] [--listen ADDR] [--core URL] [--timeout SECONDS] [--db PATH] [options]
@@ -139,6 +141,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.IntVar(&o.maxConns, "max-conns", relay.DefaultMaxConns, "most channel connections open at once; one more is closed at once, unread")
 	fs.IntVar(&o.maxPerAddr, "max-conns-per-addr", 0, "most channel connections open at once from one address (0: half of --max-conns, room for a gateway's many channels while one address cannot lock out the rest); one more is closed at once, unread")
 	fs.StringVar(&o.db, "db", "relay.db", "the ledger: a SQLite `file`, created if missing, or a postgres:// URL of a ledger shared by several relays")
+	fs.BoolVar(&o.allowAsync, "allow-async-replication", false, "start on a PostgreSQL primary whose standbys replicate asynchronously (synchronous_standby_names empty), accepting that a failover may forget acknowledged claims and post their retries twice; /readyz and the metrics still say so")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "`host:port` serving /metrics, /healthz (/livez) and /readyz over HTTP (default off), e.g. 127.0.0.1:9300")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	o.links.addFlags(fs)
@@ -160,8 +163,8 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	if o.maxPerAddr < 0 {
 		return o, fmt.Errorf("--max-conns-per-addr %d: want 0 (half of --max-conns) or more", o.maxPerAddr)
 	}
-	if o.db == "" {
-		return o, errors.New("--db: empty path")
+	if err := ledger.CheckName(o.db); err != nil {
+		return o, fmt.Errorf("--db: %w", err)
 	}
 	if o.metricsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
@@ -236,6 +239,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Error("closing the ledger", "err", err)
 		}
 	}()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = led.CheckReplication(cctx, o.allowAsync)
+	cancel()
+	switch {
+	case errors.Is(err, ledger.ErrAsyncReplication):
+		fmt.Fprintf(stderr, "relay: --db: %v\n", err)
+		return 2
+	case err != nil:
+		fmt.Fprintf(stderr, "relay: --db: %v\n", err)
+		return 1
+	}
+	var repl *replwatch.Watcher
+	if led.Store() == "postgres" {
+		repl = replwatch.New(led, o.allowAsync, log.With("component", "replication"))
+		repl.Check(ctx)
+		wctx, stopWatching := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			repl.Run(wctx, replwatch.DefaultEvery)
+		}()
+		defer func() { stopWatching(); <-watched }()
+	}
 	cfg := relay.Config{
 		Core:            core,
 		Ledger:          led,
@@ -265,6 +291,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		m.WatchBreaker(lk.breaker)
 		m.WatchLimiter(o.core, lk.limiter)
 		m.WatchCerts(lk.certs)
+		if repl != nil {
+			m.WatchReplication(repl)
+		}
 		m.SettleEvery(o.settle.every)
 		cfg.Metrics = m
 	}
@@ -288,7 +317,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	metricsAddr := "off"
 	if m != nil {
-		msrv, maddr, err := m.Serve(o.metricsAddr, srv.Ready, log)
+		ready := srv.Ready
+		if repl != nil {
+			ready = func(ctx context.Context) error {
+				if err := srv.Ready(ctx); err != nil {
+					return err
+				}
+				return repl.Ready()
+			}
+		}
+		msrv, maddr, err := m.Serve(o.metricsAddr, ready, log)
 		if err != nil {
 			ln.Close()
 			fmt.Fprintf(stderr, "relay: --metrics-addr: %v\n", err)

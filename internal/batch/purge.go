@@ -32,7 +32,7 @@ func Purge(ctx context.Context, l *ledger.Ledger, cfg PurgeConfig) (*Summary, er
 	s := NewSummary("purge", "deleted")
 	s.DryRun = cfg.DryRun
 	if cfg.Days < MinPurgeDays {
-		return s, fmt.Errorf("purge: --days %d: want at least %d: a GUID forgotten while its channel may still retry it would be posted again", cfg.Days, MinPurgeDays)
+		return s, Usagef("purge: --days %d: want at least %d: a GUID forgotten while its channel may still retry it would be posted again", cfg.Days, MinPurgeDays)
 	}
 	age := time.Duration(cfg.Days) * 24 * time.Hour
 	if cfg.DryRun {

@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -52,6 +53,20 @@ func testPurgeDeletesOnlyOldDoneRows(t *testing.T, tl *testLedger) {
 	for _, g := range keep {
 		assert.Assert(t, tl.exists(g), g)
 	}
+}
+
+// TestPurgeRefusesDaysBelowOne: --days 0 would delete every DONE row, and
+// the same frame sent again would be posted again (SPEC 7).
+func TestPurgeRefusesDaysBelowOne(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		done := tl.seed(ledger.StateDone, generated.RspHTTP200, 400*day)
+		for _, dry := range []bool{false, true} {
+			_, err := Purge(context.Background(), tl.l, PurgeConfig{Days: 0, DryRun: dry, Out: io.Discard})
+			assert.ErrorContains(t, err, "at least 1")
+			assert.Equal(t, ExitCode(err), ExitUsage)
+		}
+		assert.Assert(t, tl.exists(done), "nothing deleted")
+	})
 }
 
 func TestMetricsFile(t *testing.T) {

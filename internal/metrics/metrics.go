@@ -8,6 +8,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -23,6 +24,7 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/replwatch"
 )
 
 // Metrics holds the relay's collectors.
@@ -219,6 +221,44 @@ var (
 		"Ledger operations of this process that failed (the database unreachable, a lost connection, a timeout), by operation; refusals by the state machine are not errors.", []string{"op"}, nil)
 )
 
+// WatchReplication exports what w last found about the ledger's
+// replication (SPEC 6a): the standbys attached, the synchronous ones, and
+// whether a failover could forget acknowledged claims.
+func (m *Metrics) WatchReplication(w *replwatch.Watcher) {
+	m.Registry.MustRegister(&replicationCollector{w: w})
+}
+
+var (
+	standbysDesc = prometheus.NewDesc("lhrelay_ledger_standbys",
+		"Standbys streaming from the ledger's PostgreSQL primary, by mode (sync: counted by a commit; async: not), as last checked.", []string{"mode"}, nil)
+	replUnsafeDesc = prometheus.NewDesc("lhrelay_ledger_replication_unsafe",
+		"1 while the ledger's replication is unsafe, by reason: async (standbys attached, synchronous_standby_names empty: a failover forgets acknowledged claims) or sync_lost (no synchronous standby attached: commits wait).", []string{"reason"}, nil)
+)
+
+type replicationCollector struct{ w *replwatch.Watcher }
+
+func (c *replicationCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- standbysDesc
+	ch <- replUnsafeDesc
+}
+
+func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
+	r, ok := c.w.Status()
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(standbysDesc, prometheus.GaugeValue, float64(r.SyncStandbys), "sync")
+	ch <- prometheus.MustNewConstMetric(standbysDesc, prometheus.GaugeValue, float64(r.Standbys-r.SyncStandbys), "async")
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	ch <- prometheus.MustNewConstMetric(replUnsafeDesc, prometheus.GaugeValue, b(r.Async()), "async")
+	ch <- prometheus.MustNewConstMetric(replUnsafeDesc, prometheus.GaugeValue, b(r.SyncLost()), "sync_lost")
+}
+
 // ledgerCollector reads the ledger's counts at each scrape.
 type ledgerCollector struct{ l *ledger.Ledger }
 
@@ -276,7 +316,14 @@ func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
 		if ready != nil {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
-			if err := ready(ctx); err != nil {
+			err := ready(ctx)
+			var warn *replwatch.Warning
+			if errors.As(err, &warn) {
+				// Ready, and an operator should know why it is not safe.
+				fmt.Fprintf(w, "ready; warning: %v\n", warn)
+				return
+			}
+			if err != nil {
 				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 				return
 			}
