@@ -77,6 +77,8 @@ type server struct {
 	bin   string
 	port  int
 	cred  *syscall.Credential // nil unless running as root
+	env   []string            // extra environment of the server's processes
+	conf  []string            // extra settings, "name=value"
 	mu    sync.Mutex          // serialises Stop/Start
 }
 
@@ -96,8 +98,14 @@ func start() (*server, error) {
 	if bin == "" {
 		return nil, errMissing
 	}
-	s := &server{bin: bin, owned: true}
 	reapStale(bin)
+	return startOwned(&server{bin: bin, owned: true}, true)
+}
+
+// startOwned makes s's data directory (with initdb, or, when initdb is
+// false, by the caller before it starts: a standby's base backup) and
+// starts it.
+func startOwned(s *server, initdb bool) (*server, error) {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -122,13 +130,15 @@ func start() (*server, error) {
 			return nil, err
 		}
 	}
-	if out, err := s.run("initdb", "-D", s.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
-		s.remove()
-		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
-	}
-	if err := s.startServer(); err != nil {
-		s.remove()
-		return nil, err
+	if initdb {
+		if out, err := s.run("initdb", "-D", s.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
+			s.remove()
+			return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
+		}
+		if err := s.startServer(); err != nil {
+			s.remove()
+			return nil, err
+		}
 	}
 	s.base = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", s.port)
 	return s, nil
@@ -166,6 +176,11 @@ func reapStale(bin string) {
 func findBin() string {
 	if p, err := exec.LookPath("pg_ctl"); err == nil {
 		if _, err := exec.LookPath("initdb"); err == nil {
+			// A link on PATH (/usr/local/bin/pg_ctl) leads to the
+			// directory holding the other binaries (pg_basebackup).
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				p = real
+			}
 			return filepath.Dir(p)
 		}
 	}
@@ -184,6 +199,9 @@ func (s *server) data() string { return filepath.Join(s.dir, "data") }
 func (s *server) run(name string, args ...string) ([]byte, error) {
 	cmd := exec.Command(filepath.Join(s.bin, name), args...)
 	cmd.Dir = s.dir
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	if s.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	}
@@ -202,14 +220,18 @@ func (s *server) startServer() error {
 			}
 			s.port = p
 		}
-		opts := strings.Join([]string{
+		args := []string{
 			"-p", strconv.Itoa(s.port),
 			"-k", s.dir,
 			"-c", "listen_addresses=127.0.0.1",
 			"-c", "max_connections=400",
 			"-c", "shared_buffers=64MB",
 			"-c", "log_min_messages=warning",
-		}, " ")
+		}
+		for _, c := range s.conf {
+			args = append(args, "-c", c)
+		}
+		opts := strings.Join(args, " ")
 		out, err := s.run("pg_ctl", "-D", s.data(), "-l", filepath.Join(s.dir, "server.log"), "-w", "-t", "60", "-o", opts, "start")
 		if err == nil {
 			return nil

@@ -1,0 +1,271 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Options shape a server of a test's own (NewServer, NewPair).
+type Options struct {
+	// Env is added to the environment of the server's processes, e.g.
+	// FakeClock's.
+	Env []string
+	// Conf holds extra server settings, "name=value".
+	Conf []string
+}
+
+// Server is a PostgreSQL server a test owns (NewServer, NewPair): unlike
+// the shared one of URL, it may be killed, promoted, or started with a
+// clock of its own. It is stopped and removed when the test ends.
+type Server struct{ s *server }
+
+// NewServer starts a server of t's own (initdb, pg_ctl start) and stops and
+// removes it when t ends. With LHRELAY_TEST_POSTGRES set, or without the
+// binaries, t skips (fails under LHRELAY_REQUIRE_POSTGRES=1): these tests
+// need servers they can start.
+func NewServer(t testing.TB, o Options) *Server {
+	t.Helper()
+	bin := ownBin(t)
+	s, err := startOwned(&server{bin: bin, owned: true, env: o.Env, conf: o.Conf}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{s}
+	t.Cleanup(srv.destroy)
+	return srv
+}
+
+// ownBin is the binaries' directory for a server of the test's own.
+func ownBin(t testing.TB) string {
+	t.Helper()
+	if os.Getenv(EnvURL) != "" {
+		t.Skipf("needs PostgreSQL servers the tests start (%s names one server)", EnvURL)
+	}
+	bin := findBin()
+	if bin == "" {
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("%s=1, but: %s", EnvRequire, missing)
+		}
+		t.Skip(missing)
+	}
+	return bin
+}
+
+// destroy stops the server at once (it may already be dead) and removes
+// its files.
+func (v *Server) destroy() {
+	v.s.run("pg_ctl", "-D", v.s.data(), "-m", "immediate", "-w", "stop")
+	v.s.remove()
+}
+
+// Addr is the server's host:port.
+func (v *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(v.s.port)) }
+
+// AdminURL is the URL of the server's maintenance database, as the
+// superuser.
+func (v *Server) AdminURL() string { return v.s.base }
+
+// URL returns the URL of a fresh, empty schema on the server.
+func (v *Server) URL(t testing.TB) string {
+	t.Helper()
+	return withParam(v.s.base, "search_path", newSchema(t, v.s.base))
+}
+
+// newSchema creates a schema of its own for t on the server at admin.
+func newSchema(t testing.TB, admin string) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d_%d", os.Getpid(), schemas.Add(1))
+	Exec(t, admin, "CREATE SCHEMA "+name)
+	return name
+}
+
+// Exec runs statements on the server at url (for a test's ALTER SYSTEM,
+// reads of pg_stat_replication, …), failing t on error.
+func Exec(t testing.TB, url, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("pgtest: connect %s: %v", url, err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("pgtest: %s: %v", sql, err)
+	}
+}
+
+// PID is the postmaster's process id.
+func (v *Server) PID(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(v.s.data(), "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		t.Fatalf("pgtest: postmaster.pid: %v", err)
+	}
+	return pid
+}
+
+// Kill kills the postmaster with SIGKILL, as a host that dies does, and
+// returns once its port accepts no connection. Its backends notice and end
+// on their own; no shutdown checkpoint is written.
+func (v *Server) Kill(t testing.TB) {
+	t.Helper()
+	pid := v.PID(t)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("pgtest: kill %d: %v", pid, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", v.Addr(), time.Second)
+		if err != nil {
+			return
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("pgtest: %s still accepts connections after SIGKILL", v.Addr())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a port the kernel frees by itself
+	}
+}
+
+// Promote makes a standby the primary (pg_ctl promote, waiting until it
+// accepts writes).
+func (v *Server) Promote(t testing.TB) {
+	t.Helper()
+	if out, err := v.s.run("pg_ctl", "-D", v.s.data(), "-w", "-t", "60", "promote"); err != nil {
+		t.Fatalf("pgtest: pg_ctl promote: %v\n%s", err, out)
+	}
+}
+
+// Pair is a primary streaming to one standby made with pg_basebackup -R.
+type Pair struct {
+	Primary, Standby *Server
+	schema           string
+}
+
+// NewPair starts a primary and a standby streaming from it, synchronously
+// (synchronous_standby_names = '*': a commit returns once the standby has
+// it) or not, and returns once the standby streams (and, if sync, is the
+// synchronous one). Both are removed when t ends.
+func NewPair(t testing.TB, sync bool, o Options) *Pair {
+	t.Helper()
+	bin := ownBin(t)
+	conf := append([]string{"wal_level=replica", "max_wal_senders=5", "wal_keep_size=64MB", "hot_standby=on"}, o.Conf...)
+	if sync {
+		conf = append(conf, "synchronous_standby_names='*'")
+	}
+	primary := NewServer(t, Options{Env: o.Env, Conf: conf})
+
+	st := &server{bin: bin, owned: true, env: o.Env, conf: o.Conf}
+	if _, err := startOwned(st, false); err != nil {
+		t.Fatal(err)
+	}
+	standby := &Server{st}
+	t.Cleanup(standby.destroy)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.port = port
+	st.base = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", port)
+	if out, err := st.run("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(primary.s.port), "-U", "postgres",
+		"-D", st.data(), "-R", "-X", "stream", "--no-sync", "-c", "fast"); err != nil {
+		t.Fatalf("pgtest: pg_basebackup: %v\n%s", err, out)
+	}
+	if err := st.startServer(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Pair{Primary: primary, Standby: standby}
+	p.waitStreaming(t, sync)
+	p.schema = newSchema(t, primary.AdminURL())
+	return p
+}
+
+// waitStreaming waits until the primary streams to the standby (and, if
+// sync, synchronously).
+func (p *Pair) waitStreaming(t testing.TB, sync bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, p.Primary.AdminURL())
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer c.Close(context.Background())
+	want := "async"
+	if sync {
+		want = "sync"
+	}
+	for {
+		var n int
+		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = $1`, want).Scan(&n)
+		if err != nil {
+			t.Fatalf("pgtest: waiting for the standby: %v", err)
+		}
+		if n == 1 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("pgtest: the standby does not stream (%s) after 60 s", want)
+		case <-time.After(20 * time.Millisecond): // polling the server's view
+		}
+	}
+}
+
+// URL is the pair's multi-host URL, primary first, with
+// target_session_attrs=read-write (a connection goes to whichever is the
+// primary) and search_path set to the pair's schema (made on the primary,
+// replicated to the standby).
+func (p *Pair) URL() string {
+	return fmt.Sprintf("postgres://postgres@%s,%s/postgres?target_session_attrs=read-write&search_path=%s",
+		p.Primary.Addr(), p.Standby.Addr(), p.schema)
+}
+
+// Failover kills the primary (SIGKILL of the postmaster) and promotes the
+// standby.
+func (p *Pair) Failover(t testing.TB) {
+	t.Helper()
+	p.Primary.Kill(t)
+	p.Standby.Promote(t)
+}
+
+// FakeClock is the environment that runs a server's processes under
+// libfaketime (Debian's faketime package) with their clock shifted by
+// offset: a database whose clock differs from the test process's. (A Go
+// binary reads the time through the vDSO, which libfaketime does not
+// reach, so the database is the one shifted.) It skips t without the
+// library (fails under LHRELAY_REQUIRE_POSTGRES=1).
+func FakeClock(t testing.TB, offset time.Duration) []string {
+	t.Helper()
+	libs, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
+	if len(libs) == 0 {
+		const why = "libfaketime not found: install the faketime package (apt-get install faketime)"
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("%s=1, but: %s", EnvRequire, why)
+		}
+		t.Skip(why)
+	}
+	return []string{
+		"LD_PRELOAD=" + libs[0],
+		fmt.Sprintf("FAKETIME=%+d", int64(offset/time.Second)),
+		// Timeouts and waits inside the server keep the real pace.
+		"FAKETIME_DONT_FAKE_MONOTONIC=1",
+	}
+}
+
