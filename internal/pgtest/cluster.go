@@ -268,4 +268,3 @@ func FakeClock(t testing.TB, offset time.Duration) []string {
 		"FAKETIME_DONT_FAKE_MONOTONIC=1",
 	}
 }
-
