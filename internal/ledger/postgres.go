@@ -50,10 +50,12 @@ type pgStore struct {
 // reported done while warning that its wait for the synchronous standby
 // was cancelled ("canceling wait for synchronous replication"): the
 // transaction committed on the primary only, and a failover would forget
-// it (SPEC 6a). Our statement_timeout, or a cancel request sent when a
-// context ends, cancels that wait this way; a context that ends closes
-// the connection instead, and the COMMIT's answer is lost. Both end here,
-// in ErrUnconfirmed.
+// it (SPEC 6a). A cancel request does that (pg_cancel_backend, an
+// operator's, a pooler's). Our own timeouts cannot do it unnoticed:
+// PostgreSQL stops statement_timeout before a COMMIT starts waiting for
+// the standby, so only the client's deadline (statement timeout plus 2 s)
+// ends the wait, and pgx then closes the connection: the COMMIT's answer
+// is lost. Both cases end in ErrUnconfirmed.
 var errNotDurable = fmt.Errorf("%w: committed on the primary but not confirmed by a synchronous standby (the wait was cancelled)", ErrUnconfirmed)
 
 // onNotice notes a connection whose commit's wait for synchronous

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -267,4 +268,30 @@ func FakeClock(t testing.TB, offset time.Duration) []string {
 		// Timeouts and waits inside the server keep the real pace.
 		"FAKETIME_DONT_FAKE_MONOTONIC=1",
 	}
+}
+
+// PauseReplication stops a standby's WAL receiver (SIGSTOP): the
+// primary's stream to it is held, and a commit that waits for it as the
+// synchronous standby waits until resume (SIGCONT) is called, or until the
+// wait is cancelled.
+func (v *Server) PauseReplication(t testing.TB) (resume func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, v.AdminURL())
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer c.Close(ctx)
+	var pid int
+	if err := c.QueryRow(ctx, `SELECT pid FROM pg_stat_wal_receiver`).Scan(&pid); err != nil {
+		t.Fatalf("pgtest: the standby's WAL receiver: %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("pgtest: SIGSTOP %d: %v", pid, err)
+	}
+	var once sync.Once
+	resume = func() { once.Do(func() { syscall.Kill(pid, syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	return resume
 }

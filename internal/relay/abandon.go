@@ -37,8 +37,16 @@ func (s *Server) abandon(guid string, attempts int, tx string, o ledger.Outcome)
 			case err == nil:
 				s.log.Warn("unconfirmed claim found committed; made FAILED/E902 so that the channel's resend is served", "guid", guid, "tx", tx, "attempts", attempts)
 				return
+			case errors.Is(err, ledger.ErrNotFound) && time.Now().Add(pause).After(deadline):
+				s.log.Info("unconfirmed claim never landed: no row to abandon", "guid", guid, "tx", tx, "attempts", attempts)
+				return
+			case errors.Is(err, ledger.ErrNotFound):
+				// Not proof that it never lands: a COMMIT whose answer was
+				// lost may still be under way on the server, or waiting
+				// for a synchronous standby, and its row is invisible
+				// until it is done. Look again.
 			case errors.Is(err, ledger.ErrStateChanged):
-				s.log.Info("unconfirmed claim: no SENT row of it to abandon (it never committed, or it was settled since)", "guid", guid, "tx", tx, "attempts", attempts, "err", err)
+				s.log.Info("unconfirmed claim: its row is no longer SENT with its attempts (settled or re-claimed since); left alone", "guid", guid, "tx", tx, "attempts", attempts, "err", err)
 				return
 			case errors.Is(err, ledger.ErrClosed) || time.Now().Add(pause).After(deadline):
 				s.log.Error("unconfirmed claim not abandoned; if it committed, its row stays SENT for resolve --stale-sent", "guid", guid, "tx", tx, "attempts", attempts, "err", err)

@@ -105,6 +105,7 @@ type envConfig struct {
 	core           http.Handler // nil: none started (coreURL must be set)
 	coreURL        string
 	ledger         bool
+	ledgerURL      string // with ledger: a PostgreSQL ledger instead of a file
 	ledgerOpts     []ledger.Option
 	timeout        time.Duration
 	connectTimeout time.Duration
@@ -152,7 +153,8 @@ func startEnv(t *testing.T, cfg envConfig) *env {
 
 	var led Ledger
 	if cfg.ledger {
-		e.led, err = ledger.Open(filepath.Join(t.TempDir(), "relay.db"), cfg.ledgerOpts...)
+		db := cmp.Or(cfg.ledgerURL, filepath.Join(t.TempDir(), "relay.db"))
+		e.led, err = ledger.Open(db, cfg.ledgerOpts...)
 		assert.NilError(t, err)
 		t.Cleanup(func() { e.led.Close() })
 		led = e.led
