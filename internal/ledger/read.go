@@ -281,7 +281,12 @@ FROM tx GROUP BY 1, 2 ORDER BY 1, 2`)
 		if st.OldestUnknown, err = oldest(StateUnknown); err != nil {
 			return err
 		}
-		st.OldestSent, err = oldest(StateSent)
+		if st.OldestSent, err = oldest(StateSent); err != nil {
+			return err
+		}
+		var now dbTime
+		err = q.queryRow(ctx, `SELECT CURRENT_TIMESTAMP`).Scan(&now)
+		st.Now = now.t
 		return err
 	})
 	if err != nil {

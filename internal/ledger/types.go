@@ -173,6 +173,10 @@ type StateCounts struct {
 	// OldestSent is the updated_at of the oldest SENT row (zero if none): a
 	// SENT row older than the relay's timeout was orphaned by a crash.
 	OldestSent time.Time
+	// Now is the database's clock when the counts were read: ages are
+	// Now minus an updated_at, never the process's clock minus one (SPEC
+	// 6a).
+	Now time.Time
 }
 
 // CodeCount is the number of rows in one (state, rsp_code) pair.

@@ -290,7 +290,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	age := 0.0
 	if !st.OldestUnknown.IsZero() {
-		age = time.Since(st.OldestUnknown).Seconds()
+		age = st.Now.Sub(st.OldestUnknown).Seconds() // by the database's clock
 	}
 	ch <- prometheus.MustNewConstMetric(oldestUnknownDesc, prometheus.GaugeValue, age)
 }
