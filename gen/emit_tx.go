@@ -243,6 +243,9 @@ func (c *codec) emitFields(f *File) {
 // emitPath emits a method returning a core URL path: template with the
 // request's values (code maps applied, path-escaped) in place of its
 // {parameters}, and with withGUID the method's guid argument for {guid}.
+// Each value must address exactly one segment (fixedwidth.PathSegment):
+// an empty value or a dot segment is the field's error, a bad frame
+// (SPEC 2). The header GUID is 32 hex digits by then.
 func (c *codec) emitPath(f *File, name, doc, template string, withGUID bool) {
 	docComment(f, doc)
 	params := []Code{}
@@ -281,7 +284,10 @@ func (c *codec) emitPath(f *File, name, doc, template string, withGUID bool) {
 			case fd.Kind == fixedwidth.Numeric && !fd.String:
 				val = Qual("strconv", "FormatInt").Call(c.member(fd), Lit(10))
 			}
-			parts = append(parts, Qual("net/url", "PathEscape").Call(val))
+			seg := lowerFirst(goName(fd.Name)) + "Seg"
+			g.List(Id(seg), Id("ok")).Op(":=").Qual(fw, "PathSegment").Call(val)
+			g.If(Op("!").Id("ok")).Block(Return(Lit(""), c.fieldError(fd, c.member(fd), "does not address one path segment (empty, . or ..)")))
+			parts = append(parts, Id(seg))
 			rest = rest[loc[1]:]
 		}
 		if rest != "" || len(parts) == 0 {

@@ -8,6 +8,10 @@
 // postgres:// (postgresql://) URL: several relays on several hosts then
 // share one ledger (SPEC §6a), e.g.
 // postgres://lhrelay@db1:5432,db2:5432/ledger?target_session_attrs=read-write.
+// A libpq key=value string is refused (exit 2). A primary that streams to
+// standbys while synchronous_standby_names is empty is refused (exit 2)
+// unless --allow-async-replication; the check is repeated every 10 s and
+// shown on /readyz and in the metrics.
 //
 // --listen is a host (combined with --port) or a host:port (then --port must
 // not be given): --listen 0.0.0.0 --port 9200 and --listen 0.0.0.0:9200 are
@@ -59,15 +63,15 @@
 // finishes the frames in flight (each bounded by --timeout; the whole stop by
 // --timeout plus 5 seconds, after which remaining core calls are cancelled
 // and recorded as E901/E902, never left SENT), closes the ledger and exits 0.
-// A frame still arriving may arrive whole within that bound and is served;
-// one that does not was never processed: it is dropped (logged with the
-// bytes received; the channel resends it with the same GUID) and the stop
-// is still clean.
+// A frame still arriving may arrive whole within --timeout of the signal and
+// is served; one that does not was never processed: it is dropped then
+// (logged with the bytes received; the channel resends it with the same
+// GUID) and the stop is still clean.
 // A second signal kills it at once.
 //
-// Exit status: 0 after a clean stop; 2 for bad arguments (one line on
-// standard error); 1 if it cannot listen, cannot open the ledger, or had to
-// cut the stop short.
+// Exit status: 0 after a clean stop; 2 for bad arguments or a ledger whose
+// replication is refused (one line on standard error); 1 if it cannot
+// listen, cannot open the ledger, or had to cut the stop short.
 package main
 
 import (

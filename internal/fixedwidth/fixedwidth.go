@@ -10,6 +10,7 @@ package fixedwidth
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -269,3 +270,17 @@ const TimestampLayout = "20060102150405"
 
 // FormatTimestamp renders t as a T field value.
 func FormatTimestamp(t time.Time) string { return t.Format(TimestampLayout) }
+
+// PathSegment escapes a request value that fills one segment of a core URL
+// path (SPEC 2). A value that would not address exactly that one segment is
+// refused, whatever escaping does: an empty one (the path would lose a
+// segment) and the dot segments "." and ".." (left as they are by
+// url.PathEscape, and resolved away by any client, proxy or server that
+// normalises the path).
+func PathSegment(v string) (string, bool) {
+	switch v {
+	case "", ".", "..":
+		return "", false
+	}
+	return url.PathEscape(v), true
+}

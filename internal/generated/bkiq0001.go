@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"lhrelay/internal/fixedwidth"
-	"net/url"
 	"strconv"
 )
 
@@ -250,7 +249,15 @@ func (r *BKIQ0001Request) CorePath() (string, error) {
 	if !ok {
 		return "", &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.Bank, Reason: "not a code of map BANK"}
 	}
-	return "/v1/accounts/" + url.PathEscape(bank) + "/" + url.PathEscape(r.Acct), nil
+	bankSeg, ok := fixedwidth.PathSegment(bank)
+	if !ok {
+		return "", &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.Bank, Reason: "does not address one path segment (empty, . or ..)"}
+	}
+	acctSeg, ok := fixedwidth.PathSegment(r.Acct)
+	if !ok {
+		return "", &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "ACCT", Offset: HeaderLen + 3, Width: 14, Kind: fixedwidth.Numeric, Got: r.Acct, Reason: "does not address one path segment (empty, . or ..)"}
+	}
+	return "/v1/accounts/" + bankSeg + "/" + acctSeg, nil
 }
 
 // LookupPath fails: BKIQ0001 declares lookup none (a read, settled as never posted without asking the core).

@@ -182,15 +182,27 @@
 // A claim that fails is answered E902 by the relay, and the core is not
 // called. In the first two cases that is exactly true. In the third the
 // claim may have committed: then the row exists, SENT, and nobody will
-// finish it. E902 is still the right answer, because what it promises
-// holds: the core was not called, and resending the same GUID is safe —
-// the resend finds the SENT row and gets E903 (no core call), until
-// resolve --stale-sent settles the row by inquiry: the core never saw it,
-// so the lookup says 404, the row becomes FAILED/E902, and the next resend
-// (or reprocess) re-claims it and sends it once. No path calls the core
-// for a claim whose commit is not certain. A claim is never run again
-// after an unknown COMMIT: it would find its own row and take it for
-// another relay's.
+// call the core for it. E902 is still the right answer, because what it
+// promises holds: the core was not called, and resending the same GUID is
+// safe. Such a claim's error is an *UnconfirmedClaimError (ErrUnconfirmed)
+// carrying its attempts, and AbandonClaim turns its row, if it turns out
+// to exist still SENT with those attempts, into FAILED/E902 (one
+// conditional UPDATE), so that the channel's resend re-claims it and sends
+// it once (the relay does this in the background as soon as the database
+// answers). A claim is never run again after an unknown COMMIT: it would
+// find its own row and take it for another relay's.
+//
+// A COMMIT that the server reports done with the warning "canceling wait
+// for synchronous replication" committed on the primary only (a failover
+// would forget it): its operations get ErrUnconfirmed too (OnNotice marks
+// the connection; the writer checks after each COMMIT). PostgreSQL does
+// not apply statement_timeout to that wait, so a stalled standby holds a
+// COMMIT until a cancel request (that warning) or the client's deadline,
+// which drops the connection and loses the answer: both are noticed.
+//
+// Replication reads pg_stat_replication and synchronous_standby_names;
+// CheckReplication refuses, at a command's start, a primary with standbys
+// attached while no standby is synchronous by configuration.
 //
 // A transition (Finish, FinishLater, Transition) is run again after an
 // unknown COMMIT, and recognises its first run's write when the row holds
@@ -207,14 +219,28 @@
 //
 // # Time
 //
-// On PostgreSQL updated_at is a timestamptz from the database's clock
-// (CURRENT_TIMESTAMP), with microseconds; a Filter's whole-second bound
-// becomes "before the next second", which selects the same rows as on
-// SQLite and stays a range of the (state, updated_at, guid) index.
+// Every age is measured by the database's clock, the one that stamped
+// updated_at: Filter.OlderThan and PurgeDone compare updated_at with
+// CURRENT_TIMESTAMP (PostgreSQL) or datetime('now') (SQLite) minus the
+// age, in the statement itself, and no selection by age reads the
+// process's clock. Hosts' clocks differ; a resolve whose clock ran ahead
+// would look up calls still under way (SPEC 6a). Stats reports the
+// database's Now beside the oldest rows, for ages shown to operators.
 //
-// On SQLite updated_at is datetime('now') text, 'YYYY-MM-DD HH:MM:SS' in UTC, so
-// comparisons are text comparisons against a Go time formatted the same
-// way, at whole seconds (the fraction of the Go time is dropped). List
-// selects updated_at <= t, so a row exactly min-age old is selected;
-// PurgeDone deletes updated_at < t, so a row exactly N days old stays.
+// On PostgreSQL updated_at is a timestamptz (CURRENT_TIMESTAMP, with
+// microseconds). On SQLite it is datetime('now') text, 'YYYY-MM-DD
+// HH:MM:SS' in UTC, so comparisons are text comparisons at whole seconds.
+// Filter.UpdatedBefore, an absolute instant, remains for tools and tests
+// that list rows around a known time.
+//
+// # Late answers
+//
+// Finish and FinishLater carry the attempts of the claim whose outcome they
+// record, and every write they make is conditional on them: an answer to
+// an earlier attempt never lands on a later claim of the row. If the row
+// was settled FAILED while the call was under way (a lookup that came too
+// early: "never posted") and nobody has re-claimed it since, the outcome
+// is written over it, because the core's answer is the truth; if it was
+// re-claimed since, nothing is written and the error is ErrReclaimed
+// (counted by Conflicts), for the caller to report.
 package ledger

@@ -43,13 +43,21 @@
 // GUID that needs a claim (no row, or a FAILED row) is answered E902.
 // Nothing was sent to the core, so "safe to resend with the same GUID" is
 // true; the claim either committed nothing or (if the database reported a
-// failed commit that had in fact landed, or the answer to a COMMIT was
-// lost) left a SENT row that a resend sees as E903 until resolve
-// --stale-sent settles it by inquiry (package ledger reasons this through
-// for PostgreSQL). That row may be this very request's: its read then finds
-// it SENT and answers E903, which is as true (nothing of it was sent; the
-// channel retries later) and is what every retry would get. When the read
-// fails too, the answer is E902.
+// failed commit that had in fact landed) left a SENT row that a resend sees
+// as E903 until resolve --stale-sent settles it by inquiry (package ledger
+// reasons this through for PostgreSQL). When the read fails too, the
+// answer is E902.
+//
+// A claim whose commit was not confirmed (the answer to its COMMIT was
+// lost, or its wait for the synchronous standby was cancelled:
+// ledger.UnconfirmedClaimError) is answered E902 without a read: its row,
+// if it landed, is this request's own. The relay remembers it and, once
+// the database answers, makes that row FAILED/E902 if it is still SENT
+// with the claim's attempts (abandon.go), so that the channel's resend is
+// served instead of E903 until settling. It looks for up to two minutes,
+// since a COMMIT still under way on the server shows its row only once
+// done; past that, or if the relay stops, resolve --stale-sent settles the
+// row by inquiry.
 //
 // Overload (SPEC §5.12, Config.Limiter): the calls in flight to the core
 // are bounded by a limit adapted to the core's latency (package admit).
@@ -67,6 +75,16 @@
 // The slot is held from before the claim to the end of the core call (not
 // the recording of its outcome), and given back with what the call showed
 // of the core's latency.
+//
+// A late answer: the core's answer to a call whose row was settled
+// FAILED/E902 while the call was under way (a lookup that came too early)
+// is recorded over it, since it is the truth; if the row was re-claimed
+// since, it is left alone and the relay logs "ledger conflict" at error
+// level (lhrelay_ledger_conflicts_total counts it): the transfer may have
+// been posted twice. The channel's answer is the one already given.
+//
+// A POST's 200 whose guid is missing or another's proves nothing about
+// this transfer: E901 (corecall), settled by lookup.
 //
 // Ledger unusable when recording: the row stays SENT and the error is
 // logged with the GUID; resolve --stale-sent later settles the row by its
@@ -137,8 +155,8 @@
 // Shutdown: stop accepting; close connections waiting for their next frame;
 // let connections in the middle of a frame finish that frame (read, call,
 // record, answer) and then close them; wait until every outcome answered is
-// recorded. A frame still arriving has until the context's deadline to
-// arrive whole; one that does not was never processed and is dropped with
+// recorded. A frame still arriving has until Config.StopArrival (the
+// relay's --timeout), or the context's deadline if sooner, to arrive whole; one that does not was never processed and is dropped with
 // its connection (logged with the bytes received), which does not make the
 // stop unclean. When the context given to Shutdown
 // ends while whole frames are still being handled, their core calls are cancelled — each is then
