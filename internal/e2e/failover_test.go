@@ -15,6 +15,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"lhrelay/internal/channel"
+	"lhrelay/internal/faultproxy"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/pgtest"
 )
@@ -176,4 +177,66 @@ func TestAsynchronousStandbyIsRefused(t *testing.T) {
 	resp.Body.Close()
 	assert.Check(t, is.Contains(string(body), `lhrelay_ledger_replication_unsafe{reason="async"} 1`))
 	assert.Check(t, is.Contains(string(body), `lhrelay_ledger_standbys{mode="async"} 1`))
+}
+
+// TestFailoverToAnAsynchronousStandbyPostsTwice shows why the relay refuses
+// an asynchronous standby by default: the same load and failover, with
+// --allow-async-replication and a standby that lags (its stream, through
+// a proxy, is cut halfway through the load, as a busy or distant standby
+// falls behind). GUIDs answered 0000 whose claims the standby never
+// received are new transfers to the promoted primary: their retries are
+// posted again.
+func TestFailoverToAnAsynchronousStandbyPostsTwice(t *testing.T) {
+	relayBin, coresimBin := binaries(t)
+	var stream *faultproxy.Proxy
+	pair := pgtest.NewPair(t, false, pgtest.Options{StandbyVia: func(primary string) string {
+		p, err := faultproxy.Start(primary)
+		assert.NilError(t, err)
+		t.Cleanup(func() { p.Close() })
+		stream = p
+		return p.Addr()
+	}})
+	db := pair.URL()
+	_, coreURL := startCore(t, coresimBin, "1")
+	var relays []string
+	for range 2 {
+		relays = append(relays, startProc(t, "relay", relayBin, "relay listening on ",
+			"--port", "0", "--core", coreURL, "--db", db, "--timeout", "2", "--allow-async-replication").addr)
+	}
+	stopResolver := make(chan struct{})
+	resolverDone := resolver(t, db, coreURL, "4", stopResolver)
+	defer func() { close(stopResolver); <-resolverDone }()
+
+	var load failoverLoad
+	stop := make(chan struct{})
+	wg := load.run(t, relays, 8, stop)
+	poll(t, 60*time.Second, "100 transfers posted", func() (bool, error) { return load.done.Load() >= 100, nil })
+	stream.Close() // the standby stops receiving WAL
+	poll(t, 60*time.Second, "200 transfers posted", func() (bool, error) { return load.done.Load() >= 200, nil })
+	close(stop)
+	wg.Wait()
+
+	killedAt := time.Now()
+	pair.Failover(t)
+
+	var seen codeCounts
+	retried := 0
+	for i, g := range load.all {
+		if p, ok := load.answered[g]; !ok || !p.at.Before(killedAt) {
+			continue
+		}
+		retried++
+		untilPosted(t, rotate(relays, i), transfer(t, g, "failover"), 30*time.Second, &seen)
+	}
+	st, err := coreStats(coreURL)
+	assert.NilError(t, err)
+	twice := 0
+	for _, g := range load.all {
+		if st.ByGUID[g] > 1 {
+			twice++
+		}
+	}
+	t.Logf("asynchronous standby, lagging: %d GUIDs answered 0000 before the kill and retried; %d of them posted a second time; core POSTs %d for %d GUIDs; codes during the retries %v",
+		retried, twice, st.Calls, len(load.all), &seen)
+	assert.Assert(t, twice > 0, "a lagging asynchronous standby forgot no claim: the test did not make it lag")
 }

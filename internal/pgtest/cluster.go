@@ -23,6 +23,11 @@ type Options struct {
 	Env []string
 	// Conf holds extra server settings, "name=value".
 	Conf []string
+	// StandbyVia (NewPair only), when set, is given the primary's
+	// host:port and returns the address the standby streams from
+	// instead: a proxy's, so that a test can cut replication (the
+	// standby then lags).
+	StandbyVia func(primary string) string
 }
 
 // Server is a PostgreSQL server a test owns (NewServer, NewPair): unlike
@@ -184,7 +189,15 @@ func NewPair(t testing.TB, sync bool, o Options) *Pair {
 	}
 	st.port = port
 	st.base = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", port)
-	if out, err := st.run("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(primary.s.port), "-U", "postgres",
+	from := primary.Addr()
+	if o.StandbyVia != nil {
+		from = o.StandbyVia(from)
+	}
+	host, fromPort, err := net.SplitHostPort(from)
+	if err != nil {
+		t.Fatalf("pgtest: standby source %q: %v", from, err)
+	}
+	if out, err := st.run("pg_basebackup", "-h", host, "-p", fromPort, "-U", "postgres",
 		"-D", st.data(), "-R", "-X", "stream", "--no-sync", "-c", "fast"); err != nil {
 		t.Fatalf("pgtest: pg_basebackup: %v\n%s", err, out)
 	}
