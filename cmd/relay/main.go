@@ -254,18 +254,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "relay: --db: %v\n", err)
 		return 1
 	}
-	var repl *replwatch.Watcher
-	if led.Store() == "postgres" {
-		repl = replwatch.New(led, o.allowAsync, log.With("component", "replication"))
-		repl.Check(ctx)
-		wctx, stopWatching := context.WithCancel(ctx)
-		watched := make(chan struct{})
-		go func() {
-			defer close(watched)
-			repl.Run(wctx, replwatch.DefaultEvery)
-		}()
-		defer func() { stopWatching(); <-watched }()
-	}
+	// Watched on every store, so that the series exist everywhere (a
+	// SQLite ledger has no standbys: its check reads nothing).
+	repl := replwatch.New(led, o.allowAsync, log.With("component", "replication"))
+	repl.Check(ctx)
+	wctx, stopWatching := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		repl.Run(wctx, replwatch.DefaultEvery)
+	}()
+	defer func() { stopWatching(); <-watched }()
 	cfg := relay.Config{
 		Core:            core,
 		Ledger:          led,
@@ -295,9 +294,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		m.WatchBreaker(lk.breaker)
 		m.WatchLimiter(o.core, lk.limiter)
 		m.WatchCerts(lk.certs)
-		if repl != nil {
-			m.WatchReplication(repl)
-		}
+		m.WatchReplication(repl)
 		m.SettleEvery(o.settle.every)
 		cfg.Metrics = m
 	}
@@ -321,14 +318,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	metricsAddr := "off"
 	if m != nil {
-		ready := srv.Ready
-		if repl != nil {
-			ready = func(ctx context.Context) error {
-				if err := srv.Ready(ctx); err != nil {
-					return err
-				}
-				return repl.Ready()
+		ready := func(ctx context.Context) error {
+			if err := srv.Ready(ctx); err != nil {
+				return err
 			}
+			return repl.Ready()
 		}
 		msrv, maddr, err := m.Serve(o.metricsAddr, ready, log)
 		if err != nil {

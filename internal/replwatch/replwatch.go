@@ -67,6 +67,8 @@ func (w *Watcher) Check(ctx context.Context) {
 			w.log.Warn("replication check failed; the last state known stands", "err", err)
 		}
 	case had && prev == r:
+	case !had && r.Problem() == "":
+		// A safe start says nothing: the start line is enough.
 	case r.Problem() == "":
 		w.log.Info("replication", "standbys", r.Standbys, "sync_standbys", r.SyncStandbys, "synchronous_standby_names", r.SyncNames)
 	case r.Async() && w.allowAsync:
