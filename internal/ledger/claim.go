@@ -294,7 +294,6 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) 
 	if err != nil {
 		return nil, err
 	}
-	late, _ := claimTransitionOp(guid, StateFailed, attempts, o)
 	return func(tx stmts) error {
 		err := outcome(tx)
 		var se *StateError
@@ -307,7 +306,8 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) 
 		// Settled FAILED while the call was under way (the lookup came
 		// too early) and not re-claimed since: the core's answer is the
 		// truth. The first statement wrote nothing, so this one is still
-		// the operation's only write.
+		// the operation's only write. (Built here: it is rare.)
+		late, _ := claimTransitionOp(guid, StateFailed, attempts, o)
 		if err := late(tx); err != nil {
 			return err
 		}
@@ -374,12 +374,14 @@ func claimTransitionOp(guid string, from State, attempts int, o Outcome) (opFunc
 		// every retry of this GUID would fail.
 		return nil, errors.New("a DONE row needs its response frame")
 	}
-	q, args := sqlTransition, []any{string(o.State), o.RspCode, o.Response, guid, string(from)}
-	if attempts > 0 {
-		q, args = sqlTransitionOfClaim, append(args, attempts)
-	}
 	return func(tx stmts) error {
-		n, err := tx.exec(q, args...)
+		var n int64
+		var err error
+		if attempts > 0 {
+			n, err = tx.exec(sqlTransitionOfClaim, string(o.State), o.RspCode, o.Response, guid, string(from), attempts)
+		} else {
+			n, err = tx.exec(sqlTransition, string(o.State), o.RspCode, o.Response, guid, string(from))
+		}
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
