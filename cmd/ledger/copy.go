@@ -17,6 +17,7 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	fs.SetOutput(io.Discard)
 	from := fs.String("from", "", "the ledger to copy: SQLite file or postgres:// URL (required)")
 	to := fs.String("to", "", "the ledger to copy into, created if missing (required)")
+	allowAsync := fs.Bool("allow-async-replication", false, "copy into a PostgreSQL primary whose standbys replicate asynchronously (synchronous_standby_names empty), accepting that a failover may forget copied rows")
 	if err := fs.Parse(args); err != nil {
 		return usageErr("copy: %v", err)
 	}
@@ -39,6 +40,10 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 		return &exitError{2, fmt.Errorf("copy: --to: %w", err)}
 	}
 	defer dst.Close()
+	// A ledger written to must survive a failover (SPEC 6a).
+	if err := dst.CheckReplication(ctx, *allowAsync); err != nil {
+		return &exitError{2, fmt.Errorf("copy: --to: %w", err)}
+	}
 
 	c, err := ledger.Copy(ctx, src, dst)
 	fmt.Fprintf(out, "copy: read=%d copied=%d present=%d conflicts=%d\n", c.Read, c.Copied, c.Present, len(c.Conflicts))
