@@ -5,8 +5,10 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
 
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/pgtest"
@@ -52,10 +54,16 @@ func TestReady(t *testing.T) {
 	// The standby made synchronous while running: safe again.
 	pgtest.Exec(t, pair.Primary.AdminURL(), `ALTER SYSTEM SET synchronous_standby_names = '*'`)
 	pgtest.Exec(t, pair.Primary.AdminURL(), `SELECT pg_reload_conf()`)
-	strict.Check(ctx)
-	r, _ = strict.Status()
-	assert.Equal(t, r.SyncNames, "*")
+	// The reload reaches the server's processes a moment later.
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		strict.Check(ctx)
+		if r, _ = strict.Status(); r.SyncNames != "*" || r.Problem() != "" {
+			return poll.Continue("synchronous_standby_names %q, %d synchronous standbys", r.SyncNames, r.SyncStandbys)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Second), poll.WithDelay(20*time.Millisecond))
 	assert.Assert(t, !r.Async())
+	assert.NilError(t, strict.Ready())
 
 	lite := New(open(t, filepath.Join(t.TempDir(), "relay.db")), false, nil)
 	lite.Check(ctx)
