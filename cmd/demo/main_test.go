@@ -30,8 +30,9 @@ func TestDemo(t *testing.T) {
 		assert.Assert(t, strings.Contains(text, "  "+code+" "), "no row answered %s in\n%s", code, text)
 	}
 	assert.Assert(t, !strings.Contains(text, "FAIL:"), text)
-	assert.Equal(t, strings.Count(text, "\ncheck ok "), 4, text)
+	assert.Equal(t, strings.Count(text, "\ncheck ok "), 5, text)
 	assert.Assert(t, strings.Contains(text, "no GUID was posted twice"), text)
+	assert.Assert(t, strings.Contains(text, "check ok   the history verifies (ledger audit: "), text)
 }
 
 // TestDemoJSON: --json with --keep-db; every step got what it expected and
@@ -47,6 +48,13 @@ func TestDemoJSON(t *testing.T) {
 	var rep report
 	assert.NilError(t, json.Unmarshal(out.Bytes(), &rep))
 	assert.Assert(t, rep.OK)
+	// The slow transfer's history: claimed, E901, settled by resolve's
+	// lookup. (The replay after it changed nothing: no entry.)
+	assert.DeepEqual(t, rep.History, []historyLine{
+		{"none → SENT", 1, "claimed: new GUID", "relay"},
+		{"SENT → UNKNOWN/E901", 1, "no answer from the core: waiting for the answer: context deadline exceeded", "relay"},
+		{"UNKNOWN/E901 → DONE/0000", 1, "lookup 200: posted", "resolve"},
+	})
 	seen := map[generated.RspCode]bool{}
 	for _, s := range rep.Steps {
 		assert.Equal(t, s.Got, s.Want, "step %d %s", s.N, s.Name)

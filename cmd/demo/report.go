@@ -20,8 +20,10 @@ type report struct {
 	Ledger  []ledgerRow `json:"ledger"`
 	Core    []coreCount `json:"core"`
 	Metrics []string    `json:"metrics"`
-	Checks  []check     `json:"checks"`
-	OK      bool        `json:"ok"`
+	// History is the slow transfer's history entries (SPEC 6b).
+	History []historyLine `json:"history"`
+	Checks  []check       `json:"checks"`
+	OK      bool          `json:"ok"`
 }
 
 type ledgerRow struct {
@@ -38,6 +40,35 @@ type coreCount struct {
 	GUID   string `json:"guid"`
 	Calls  int    `json:"calls"`
 	Posted int    `json:"posted"`
+}
+
+// historyLine is one history entry as the demo shows it: without times
+// and process ids, which differ at every run.
+type historyLine struct {
+	Change   string `json:"change"`
+	Attempts int    `json:"attempts"`
+	Why      string `json:"why"`
+	By       string `json:"by"`
+}
+
+// slowGUID is the slow transfer's GUID, whose history the demo shows.
+var slowGUID = demoGUID(11)
+
+func historyOf(es []ledger.Entry) []historyLine {
+	side := func(s ledger.State, rsp string) string {
+		switch {
+		case s == "":
+			return "none"
+		case rsp == "":
+			return string(s)
+		}
+		return string(s) + "/" + rsp
+	}
+	out := make([]historyLine, len(es))
+	for i, e := range es {
+		out[i] = historyLine{side(e.StateBefore, e.RspBefore) + " → " + side(e.StateAfter, e.RspAfter), e.Attempts, e.Reason, e.Command}
+	}
+	return out
 }
 
 type check struct {
@@ -82,11 +113,23 @@ func (w *world) report(ctx context.Context) (*report, error) {
 			good++
 		}
 	}
+	es, err := w.led.History(ctx, slowGUID)
+	if err != nil {
+		return nil, err
+	}
+	r.History = historyOf(es)
+	audit, auditErr := w.led.Audit(ctx)
+	auditText := fmt.Sprintf("the history verifies (ledger audit: %d chains, %d entries)", audit.Chains, audit.Entries)
+	if auditErr != nil {
+		auditText = fmt.Sprintf("the history verifies (ledger audit: %v)", auditErr)
+	}
+
 	r.Checks = []check{
 		{fmt.Sprintf("every step got the expected answer (%d of %d)", good, len(w.steps)), good == len(w.steps)},
 		{fmt.Sprintf("no GUID was posted twice (%d GUIDs reached the core, %d transfers posted)", len(r.Core), posted), twice == 0},
 		{"the core's own call counts match the POSTs seen arriving", disagree == 0},
 		{fmt.Sprintf("no ledger row left SENT (%d rows)", len(rows)), sent == 0},
+		{auditText, auditErr == nil},
 	}
 	r.OK = true
 	for _, c := range r.Checks {
@@ -172,6 +215,16 @@ func (r *report) writeText(out io.Writer) error {
 	fmt.Fprintln(tw, "  GUID\tCALLS\tPOSTED")
 	for _, c := range r.Core {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\n", c.GUID, c.Calls, c.Posted)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(&b, "\nHistory of the slow transfer %s (ledger history; the retry after resolve changed nothing, so it has no entry):\n", slowGUID)
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CHANGE\tATTEMPTS\tWHY\tBY")
+	for _, h := range r.History {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", h.Change, h.Attempts, h.Why, h.By)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

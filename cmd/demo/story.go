@@ -199,7 +199,11 @@ func (w *world) slowStory(ctx context.Context) error {
 	if err := w.sim.WaitPosted(wctx, g); err != nil {
 		return fmt.Errorf("the core never posted the slow transfer: %w", err)
 	}
-	sum, err := batch.Resolve(ctx, w.led, w.core, batch.ResolveConfig{Now: time.Now()})
+	var sum *batch.Summary
+	err = w.asBatch("resolve", func(l *ledger.Ledger) (err error) {
+		sum, err = batch.Resolve(ctx, l, w.core, batch.ResolveConfig{Now: time.Now()})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("resolve: %w", err)
 	}
@@ -226,7 +230,11 @@ func (w *world) downStory(ctx context.Context) error {
 	w.record(step{Name: "core down (second relay)", Sent: t.String(), GUID: g, Got: a.Code}, a,
 		expect{generated.RspConnectFail, ledger.StateFailed, 1, 0})
 
-	sum, err := batch.Reprocess(ctx, w.led, w.core, batch.ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+	var sum *batch.Summary
+	err = w.asBatch("reprocess", func(l *ledger.Ledger) (err error) {
+		sum, err = batch.Reprocess(ctx, l, w.core, batch.ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}

@@ -50,6 +50,16 @@ type world struct {
 	steps []step
 }
 
+// asBatch runs fn on the ledger opened as the batch command name would
+// open it, so that the history names it as the actor of its changes.
+func (w *world) asBatch(name string, fn func(l *ledger.Ledger) error) error {
+	l, err := ledger.OpenExisting(w.dbPath, ledger.WithActor(ledger.NewActor(name)))
+	if err != nil {
+		return err
+	}
+	return errors.Join(fn(l), l.Close())
+}
+
 // start brings up the core, the ledger and both relays on free ports.
 func start(ctx context.Context, o options) (w *world, err error) {
 	w = &world{relayDone: make(chan error, 2)}
@@ -83,7 +93,7 @@ func start(ctx context.Context, o options) (w *world, err error) {
 	go w.coreSrv.Serve(coreLn)
 	coreURL := "http://" + coreLn.Addr().String()
 
-	if w.led, err = ledger.Open(w.dbPath); err != nil {
+	if w.led, err = ledger.Open(w.dbPath, ledger.WithActor(ledger.NewActor("relay"))); err != nil {
 		return w, err
 	}
 	w.m = metrics.New()

@@ -10,7 +10,7 @@ import (
 )
 
 // runCopy is "ledger copy --from SRC --to DST": every row of SRC into DST
-// as it is. DST is created (a file) or given its tables (a database) when
+// as it is, with SRC's history and an entry per row copied. DST is created (a file) or given its tables (a database) when
 // new. It prints one line of counts, and each conflicting GUID.
 func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("ledger copy", flag.ContinueOnError)
@@ -35,7 +35,7 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 		return &exitError{2, fmt.Errorf("copy: --from: %w", err)}
 	}
 	defer src.Close()
-	dst, err := ledger.Open(*to)
+	dst, err := ledger.Open(*to, ledger.WithActor(ledger.NewActor("ledger copy")))
 	if err != nil {
 		return &exitError{2, fmt.Errorf("copy: --to: %w", err)}
 	}
@@ -46,7 +46,7 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	c, err := ledger.Copy(ctx, src, dst)
-	fmt.Fprintf(out, "copy: read=%d copied=%d present=%d conflicts=%d\n", c.Read, c.Copied, c.Present, len(c.Conflicts))
+	fmt.Fprintf(out, "copy: read=%d copied=%d present=%d conflicts=%d history=%d\n", c.Read, c.Copied, c.Present, len(c.Conflicts), c.History)
 	for _, g := range c.Conflicts {
 		fmt.Fprintf(out, "conflict %s: %s holds it with other content; left as it is\n", g, dst.Path())
 	}

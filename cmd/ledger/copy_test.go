@@ -23,7 +23,14 @@ func TestCopyCommand(t *testing.T) {
 		src := prepare(t)
 		out, err := runOut(t, "copy", "--from", src, "--to", target)
 		assert.NilError(t, err)
-		assert.Equal(t, out, "copy: read=3 copied=3 present=0 conflicts=0\n")
+		assert.Equal(t, out, "copy: read=3 copied=3 present=0 conflicts=0 history=5\n")
+		// The copy's history: the source's entries, then the copy's note.
+		hist, err := runOut(t, "history", "--db", target, guidDone)
+		assert.NilError(t, err)
+		assert.Check(t, is.Contains(hist, "none → SENT"))
+		assert.Check(t, is.Contains(hist, "copied from "+src))
+		_, err = runOut(t, "audit", "--db", target)
+		assert.NilError(t, err)
 
 		for _, args := range [][]string{{"stats"}, {"list"}, {"show", guidDone}, {"show", "--json", guidUnknown}} {
 			want, err := runOut(t, append([]string{args[0], "--db", src}, args[1:]...)...)
@@ -35,11 +42,11 @@ func TestCopyCommand(t *testing.T) {
 
 		out, err = runOut(t, "copy", "--from", src, "--to", target)
 		assert.NilError(t, err)
-		assert.Equal(t, out, "copy: read=3 copied=0 present=3 conflicts=0\n")
+		assert.Equal(t, out, "copy: read=3 copied=0 present=3 conflicts=0 history=0\n")
 
 		ledgertest.Open(t, target).Exec(`UPDATE tx SET attempts = 7 WHERE guid = ?`, guidSent)
 		out, err = runOut(t, "copy", "--from", src, "--to", target)
-		assert.Check(t, is.Contains(out, "copy: read=3 copied=0 present=2 conflicts=1\nconflict "+guidSent))
+		assert.Check(t, is.Contains(out, "copy: read=3 copied=0 present=2 conflicts=1 history=0\nconflict "+guidSent))
 		assert.Equal(t, exitCode(err), 1)
 	})
 }

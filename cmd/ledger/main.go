@@ -5,6 +5,8 @@
 //	ledger stats --db PATH [--json]
 //	ledger backup --db PATH --to FILE
 //	ledger copy  --from PATH|URL --to PATH|URL
+//	ledger history --db PATH [--json] GUID
+//	ledger audit --db PATH
 //
 // show decodes the stored request and response frames through the generated
 // layouts; list selects rows by state and age; stats counts rows by state and
@@ -15,11 +17,14 @@
 // installation from one host's SQLite file to a PostgreSQL ledger shared by
 // several relays (or back): it copies every row as it is, never overwrites
 // a GUID the target already holds, and may be run again; stop the relays
-// writing to --from first.
+// writing to --from first. It copies the history too, as it is, and adds an
+// entry for each row it copied. history prints a GUID's history entries,
+// oldest first (SPEC 6b); audit checks every history chain and exits 1
+// naming the first entry that does not verify.
 //
 // --db (and --from, --to) takes a SQLite file path or a postgres:// URL.
 // Exit status: 0 on success, 1 when a GUID is not found, a backup failed or
-// copy found conflicting rows, 2 for bad arguments or a missing or unusable
+// copy found conflicting rows or audit a break in the history, 2 for bad arguments or a missing or unusable
 // database.
 package main
 
@@ -46,6 +51,8 @@ const usage = `usage:
   ledger stats --db PATH [--json]
   ledger backup --db PATH --to FILE
   ledger copy  --from PATH|URL --to PATH|URL
+  ledger history --db PATH [--json] GUID
+  ledger audit --db PATH
 
 --db, --from and --to take a SQLite file path or a postgres:// URL.`
 
@@ -83,7 +90,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(out, usage)
 		if len(args) == 0 {
-			return usageErr("missing command (show, list, stats, backup or copy)")
+			return usageErr("missing command (show, list, stats, backup, copy, history or audit)")
 		}
 		return nil
 	}
@@ -100,7 +107,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	var limit int
 	var to string
 	switch cmd {
-	case "show", "stats":
+	case "show", "stats", "history", "audit":
 	case "backup":
 		fs.StringVar(&to, "to", "", "write the copy to this new `file` (required; an existing file is refused)")
 	case "list":
@@ -108,7 +115,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 		cliflag.SecondsVar(fs, &olderThan, "older-than", 0, "only rows last updated at least this many seconds ago")
 		fs.IntVar(&limit, "limit", 1000, "at most this many rows (0: all)")
 	default:
-		return usageErr("unknown command %q (want show, list, stats, backup or copy)", cmd)
+		return usageErr("unknown command %q (want show, list, stats, backup, copy, history or audit)", cmd)
 	}
 	args, err := cliflag.Read(fs, args, cliflag.Usage{Out: out, Text: usage + "\n\nflags of " + cmd + ":\n"})
 	if errors.Is(err, flag.ErrHelp) {
@@ -120,10 +127,11 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	if *db == "" {
 		return usageErr("%s: --db is required", cmd)
 	}
-	if cmd == "show" && len(args) != 1 {
-		return usageErr("show: want exactly one GUID, got %d arguments", len(args))
+	takesGUID := cmd == "show" || cmd == "history"
+	if takesGUID && len(args) != 1 {
+		return usageErr("%s: want exactly one GUID, got %d arguments", cmd, len(args))
 	}
-	if cmd != "show" && len(args) != 0 {
+	if !takesGUID && len(args) != 0 {
 		return usageErr("%s: unexpected argument %q", cmd, args[0])
 	}
 	if state != "" && !ledger.State(state).Valid() {
@@ -136,13 +144,24 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 		return usageErr("list: --limit must not be negative")
 	}
 
-	l, err := ledger.OpenExisting(*db)
+	l, err := ledger.OpenExisting(*db, ledger.WithActor(ledger.NewActor("ledger "+cmd)))
 	if err != nil {
 		return &exitError{2, err}
 	}
 	defer l.Close()
 
 	switch cmd {
+	case "history":
+		es, err := l.History(ctx, args[0])
+		if err != nil {
+			return &exitError{2, err}
+		}
+		if len(es) == 0 {
+			return &exitError{1, fmt.Errorf("history: no history entries for GUID %s in %s", args[0], l.Path())}
+		}
+		return printHistory(out, args[0], es, *asJSON)
+	case "audit":
+		return runAudit(ctx, l, out)
 	case "backup":
 		size, err := l.Backup(ctx, to)
 		if err != nil {

@@ -49,11 +49,11 @@ func prepare(t *testing.T) string {
 			body := &generated.BKTR0001Response{CoreTxid: "T000000000000001", Balance: 950000, PostedAt: "20261129103001"}
 			rsp, err := wire.AppendResponse(nil, &h, generated.RspHTTP200, body, now)
 			assert.NilError(t, err)
-			assert.NilError(t, l.Finish(ctx, guid, 1, ledger.Outcome{State: ledger.StateDone, RspCode: string(generated.RspHTTP200), Response: rsp}))
+			assert.NilError(t, l.Finish(ctx, guid, 1, ledger.Outcome{Why: ledger.Why{Reason: "test"}, State: ledger.StateDone, RspCode: string(generated.RspHTTP200), Response: rsp}))
 		case guidUnknown:
 			rsp, err := wire.AppendResponse(nil, &h, generated.RspReadTimeout, nil, now)
 			assert.NilError(t, err)
-			assert.NilError(t, l.Finish(ctx, guid, 1, ledger.Outcome{State: ledger.StateUnknown, RspCode: string(generated.RspReadTimeout), Response: rsp}))
+			assert.NilError(t, l.Finish(ctx, guid, 1, ledger.Outcome{Why: ledger.Why{Reason: "test"}, State: ledger.StateUnknown, RspCode: string(generated.RspReadTimeout), Response: rsp}))
 		}
 	}
 	return path

@@ -30,7 +30,7 @@ func TestPostgresURL(t *testing.T) {
 	assert.NilError(t, l.Close())
 	s, err := run(context.Background(), batch.NewCommand("purge"), []string{"--db", u, "--days", "30"}, &out)
 	assert.NilError(t, err)
-	assert.Equal(t, s.String(), "purge: deleted=0")
+	assert.Equal(t, s.String(), "purge: deleted=0 history_deleted=0")
 
 	_, err = run(context.Background(), batch.NewCommand("purge"), []string{"--db", "postgres://u:hush@127.0.0.1:1/x?connect_timeout=1", "--days", "30"}, &out)
 	assert.Equal(t, batch.ExitCode(err), 2)

@@ -232,14 +232,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "relay: --core: %v\n", err)
 		return 2
 	}
-	led, err := ledger.Open(o.db)
+	// The instance chosen here names this relay's history chain.
+	led, err := ledger.Open(o.db, ledger.WithActor(ledger.NewActor("relay")))
 	if err != nil {
 		fmt.Fprintf(stderr, "relay: --db: %v\n", err)
 		return 1
 	}
+	stopHeads := logChainHeads(led, log, chainHeadEvery)
 	defer func() {
 		// After the server has stopped: no frame can still be recording.
-		if err := led.Close(); err != nil {
+		err := led.Close()
+		stopHeads()
+		if err != nil {
 			log.Error("closing the ledger", "err", err)
 		}
 	}()
@@ -346,6 +350,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"db", led.Path(),
 		"ledger", led.Store(),
 		"ledger_link", string(led.Link()),
+		"history_chain", led.ChainHead().Chain,
 		"timeout", cliflag.FormatSeconds(o.timeout)+"s",
 		"connect_timeout", cliflag.FormatSeconds(min(o.connectTimeout, o.timeout))+"s",
 		"frame_timeout", cliflag.FormatSeconds(o.frameTimeout)+"s",
@@ -377,6 +382,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "metrics listening on http://%s\n", metricsAddr)
 	}
 	return serve(ctx, srv, ln, o.timeout+stopMargin, log)
+}
+
+// chainHeadEvery is how often the relay logs its history chain's head when
+// it moved: often enough that a rewritten chain is caught against the log
+// within minutes, rarely enough to be one line among thousands.
+const chainHeadEvery = time.Minute
+
+// logChainHeads logs led's history chain head every interval when it
+// moved, and once more when stopped (after the ledger closed: the last
+// head). The log, kept apart from the database, anchors the chain: ledger
+// audit against these lines detects a chain rewritten with its head.
+func logChainHeads(led *ledger.Ledger, log *slog.Logger, every time.Duration) (stop func()) {
+	logHead := func(msg string) ledger.ChainHead {
+		h := led.ChainHead()
+		log.Info(msg, "chain", h.Chain, "seq", h.Seq, "hash", h.Hash)
+		return h
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		last := led.ChainHead()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				if led.ChainHead() != last {
+					last = logHead("history chain head")
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		logHead("history chain head at stop")
+	}
 }
 
 // serve runs srv on ln until ctx ends, then stops it within grace (the

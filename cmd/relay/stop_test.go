@@ -98,6 +98,22 @@ func TestStopDropsAHalfArrivedFrame(t *testing.T) {
 	row, err := led.Get(context.Background(), guid)
 	assert.NilError(t, err)
 	assert.Equal(t, row.State, ledger.StateDone)
+
+	// The last head of the relay's history chain is in its log: an anchor
+	// the database cannot rewrite. It is the head history_chain holds.
+	head := logLine(t, log, "history chain head at stop")
+	es, err := led.History(context.Background(), guid)
+	assert.NilError(t, err)
+	last := es[len(es)-1]
+	assert.Equal(t, head["chain"], last.Chain)
+	chains, err := led.Chains(context.Background())
+	assert.NilError(t, err)
+	for _, c := range chains {
+		if c.Chain == last.Chain {
+			assert.Equal(t, head["seq"], float64(c.Seq))
+			assert.Equal(t, head["hash"], c.Hash)
+		}
+	}
 	_, err = led.Get(context.Background(), halfGUID)
 	assert.ErrorIs(t, err, ledger.ErrNotFound, "the half frame was never processed")
 }

@@ -76,7 +76,7 @@ func (tl *testLedger) seedFrame(h generated.Header, frame []byte, state ledger.S
 		}
 		rsp, err := wire.AppendResponse(nil, &h, code, body, time.Now())
 		assert.NilError(t, err)
-		assert.NilError(t, tl.l.Finish(ctx, guid, 1, ledger.Outcome{State: state, RspCode: string(code), Response: rsp}))
+		assert.NilError(t, tl.l.Finish(ctx, guid, 1, ledger.Outcome{Why: ledger.Why{Reason: "test"}, State: state, RspCode: string(code), Response: rsp}))
 	}
 	tl.age(guid, age)
 }

@@ -86,8 +86,11 @@ func (c *Command) Parse(args []string, stdout io.Writer) error {
 // one that is not a ledger, or a primary that replicates asynchronously
 // without --allow-async-replication (SPEC 6a), is a usage error (exit
 // status 2).
+//
+// The ledger's history names this run (the command, host, process and a
+// run id) as the actor of every change it makes.
 func (c *Command) Open() (*ledger.Ledger, error) {
-	l, err := ledger.OpenExisting(c.DB)
+	l, err := ledger.OpenExisting(c.DB, ledger.WithActor(ledger.NewActor(c.Name)))
 	if err != nil {
 		return nil, &UsageError{err}
 	}

@@ -13,9 +13,12 @@ import (
 type PurgeConfig struct {
 	// Days: DONE rows older than this many days by the database's clock
 	// are deleted; at least MinPurgeDays.
-	Days   int
-	DryRun bool
-	Out    io.Writer // the dry run's listing
+	Days int
+	// HistoryDays: history entries more than this many days old, by the
+	// database's clock, are removed (0: the history is left alone).
+	HistoryDays int
+	DryRun      bool
+	Out         io.Writer // the dry run's listing
 }
 
 // MinPurgeDays is the shortest idempotency window purge accepts (SPEC 7): a
@@ -27,9 +30,15 @@ const MinPurgeDays = 1
 // window a retry of their GUID is no longer recognised (the idempotency
 // window). UNKNOWN, FAILED, SENT and RECEIVED rows stay, however old: they
 // are unsettled money. With DryRun it lists the rows it would delete and
-// changes nothing.
+// changes nothing. Each deleted row's history stays, with an entry saying
+// it was purged; with HistoryDays the entries older than that go, and the
+// history records that they did.
 func Purge(ctx context.Context, l *ledger.Ledger, cfg PurgeConfig) (*Summary, error) {
-	s := NewSummary("purge", "deleted")
+	outcomes := []string{"deleted"}
+	if !cfg.DryRun && cfg.HistoryDays > 0 {
+		outcomes = append(outcomes, "history_deleted")
+	}
+	s := NewSummary("purge", outcomes...)
 	s.DryRun = cfg.DryRun
 	if cfg.Days < MinPurgeDays {
 		return s, Usagef("purge: --days %d: want at least %d: a GUID forgotten while its channel may still retry it would be posted again", cfg.Days, MinPurgeDays)
@@ -44,8 +53,16 @@ func Purge(ctx context.Context, l *ledger.Ledger, cfg PurgeConfig) (*Summary, er
 			return s, fmt.Errorf("purge: list: %w", err)
 		}
 	}
-	n, err := l.PurgeDone(ctx, age, cfg.DryRun)
+	n, err := l.PurgeDone(ctx, age, cfg.DryRun, fmt.Sprintf("purged after %d days", cfg.Days))
 	s.AddN("deleted", int(n))
+	if err != nil {
+		return s, fmt.Errorf("purge: %w", err)
+	}
+	if cfg.DryRun || cfg.HistoryDays <= 0 {
+		return s, nil
+	}
+	h, err := l.PurgeHistory(ctx, time.Duration(cfg.HistoryDays)*24*time.Hour, fmt.Sprintf("history purged after %d days", cfg.HistoryDays))
+	s.AddN("history_deleted", int(h))
 	if err != nil {
 		return s, fmt.Errorf("purge: %w", err)
 	}

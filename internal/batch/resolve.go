@@ -120,6 +120,9 @@ func resolveRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, ro
 			return "unreachable", fmt.Errorf("the %s lookup's answer does not fit a response frame", r.Tx.Code)
 		}
 	}
+	if row.State == ledger.StateSent {
+		rec.Why.Reason = "stale SENT, " + rec.Why.Reason
+	}
 	err = l.Transition(ctx, row.GUID, row.State, rec)
 	switch {
 	case errors.Is(err, ledger.ErrStateChanged):

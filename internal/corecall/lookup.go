@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"lhrelay/internal/generated"
 )
@@ -14,6 +15,10 @@ import (
 type Lookup struct {
 	Posted bool
 	Body   generated.ResponseBody // set when Posted
+	// Status is the core's HTTP status (200 or 404), Elapsed how long the
+	// lookup took: the ledger's history records both.
+	Status  int
+	Elapsed time.Duration
 }
 
 // Lookup asks the core whether the request req of transaction tx, sent with
@@ -32,7 +37,9 @@ func (c *Client) Lookup(ctx context.Context, tx *generated.Transaction, guid str
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var tr tracer
+	start := time.Now()
 	res := c.roundTrip(ctx, http.MethodGet, path, guid, nil, &tr)
+	took := time.Since(start)
 	fail := func(format string, args ...any) (Lookup, error) {
 		return Lookup{}, fmt.Errorf("corecall: lookup %s %s: GET %s: %w", tx.Code, guid, path, fmt.Errorf(format, args...))
 	}
@@ -42,7 +49,7 @@ func (c *Client) Lookup(ctx context.Context, tx *generated.Transaction, guid str
 	switch res.resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotFound:
-		return Lookup{}, nil
+		return Lookup{Status: http.StatusNotFound, Elapsed: took}, nil
 	default:
 		return fail("core answered HTTP %d", res.resp.StatusCode)
 	}
@@ -58,7 +65,7 @@ func (c *Client) Lookup(ctx context.Context, tx *generated.Transaction, guid str
 	if err := decodeSuccess(body, res.body); err != nil {
 		return fail("%v", err)
 	}
-	return Lookup{Posted: true, Body: body}, nil
+	return Lookup{Posted: true, Body: body, Status: http.StatusOK, Elapsed: took}, nil
 }
 
 func quoteOrMissing(s *string) string {

@@ -22,7 +22,7 @@ func TestBackupWhileWriting(t *testing.T) {
 			g := newGUID()
 			_, err := l.Claim(ctx, request("BKTR0001", g, "20261129103000", "body"))
 			assert.NilError(t, err)
-			assert.NilError(t, l.Finish(ctx, g, 1, Outcome{State: StateDone, RspCode: "0000", Response: responseFrame(g, "0000")}))
+			assert.NilError(t, l.Finish(ctx, g, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: "0000", Response: responseFrame(g, "0000")}))
 			guids = append(guids, g)
 		}
 		return guids
@@ -61,7 +61,12 @@ func TestBackupWhileWriting(t *testing.T) {
 		row, err := b.Get(ctx, g)
 		assert.NilError(t, err)
 		assert.Equal(t, row.State, StateDone)
+		es, err := b.History(ctx, g)
+		assert.NilError(t, err)
+		assert.Equal(t, len(es), 2, "the copy holds the history")
 	}
+	_, err = b.Audit(ctx)
+	assert.NilError(t, err, "the copy's history verifies")
 	t.Logf("rows committed during the backup: %d; in the copy: %d", len(during), st.Total-int64(len(before)))
 
 	leftovers, err := filepath.Glob(filepath.Join(filepath.Dir(to), ".backup.db.partial-*"))

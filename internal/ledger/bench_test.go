@@ -66,7 +66,7 @@ func benchClaimFinish(b *testing.B, db string, channels int) {
 					err = fmt.Errorf("claim %s: %v", r.GUID, c.Outcome)
 				}
 				if err == nil {
-					err = l.Finish(ctx, r.GUID, 1, Outcome{State: StateDone, RspCode: codeOK, Response: resp})
+					err = l.Finish(ctx, r.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: resp})
 				}
 				if err != nil {
 					failed.Store(err)

@@ -19,20 +19,28 @@ ON CONFLICT(guid) DO NOTHING`
 
 	sqlClaimExisting = `SELECT tx_code, state, rsp_code, request, response, attempts FROM tx WHERE guid = ?`
 
-	// FAILED → SENT, in one conditional statement.
+	// FAILED → SENT, in one conditional statement. rsp_code is left as it
+	// was, so RETURNING gives the one before.
 	sqlReclaim = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP
-WHERE guid = ? AND state = 'FAILED' RETURNING attempts`
+WHERE guid = ? AND state = 'FAILED' RETURNING attempts, rsp_code`
 
 	sqlReclaimBelow = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP
-WHERE guid = ? AND state = 'FAILED' AND COALESCE(attempts, 0) < ? RETURNING attempts`
+WHERE guid = ? AND state = 'FAILED' AND COALESCE(attempts, 0) < ? RETURNING attempts, rsp_code`
 
-	sqlTransition = `UPDATE tx SET state = ?, rsp_code = ?, response = ?, updated_at = CURRENT_TIMESTAMP
+	// A transition. SET expressions see the row as it was, so
+	// prev_rsp_code keeps the rsp_code replaced, and sqlReturnBefore gives
+	// it to the history in the same statement, under the row's lock
+	// (dialect.readsBefore: or sqlRowBefore reads it first).
+	sqlTransition = `UPDATE tx SET prev_rsp_code = rsp_code, state = ?, rsp_code = ?, response = ?, updated_at = CURRENT_TIMESTAMP
 WHERE guid = ? AND state = ?`
+	sqlReturnBefore = ` RETURNING attempts, prev_rsp_code`
+	sqlRowBefore    = `SELECT attempts, rsp_code FROM tx WHERE guid = ? AND state = ?`
 
 	// A transition of one claim's row: conditional on the state and on
 	// the attempts of that claim, so that an answer to an earlier attempt
 	// never lands on a later claim of the row.
 	sqlTransitionOfClaim = sqlTransition + ` AND attempts = ?`
+	sqlRowBeforeOfClaim  = sqlRowBefore + ` AND attempts = ?`
 
 	sqlStateAttemptsOf = `SELECT state, attempts FROM tx WHERE guid = ?`
 
@@ -46,7 +54,27 @@ WHERE guid = ? AND state = ?`
 // its rows' locks) for as long as it runs, and claims would wait behind it.
 func purgeChunkSQL(d *dialect, cond string) string {
 	return `DELETE FROM tx WHERE guid IN
-(SELECT guid FROM tx WHERE state = 'DONE' AND ` + cond + ` LIMIT ?` + d.skipLocked + `)`
+(SELECT guid FROM tx WHERE state = 'DONE' AND ` + cond + ` LIMIT ?` + d.skipLocked + `)
+RETURNING guid, state, rsp_code, attempts`
+}
+
+// The reasons the ledger gives for the changes it decides itself; the
+// others (outcomes, settling) are their callers' (Outcome.Why).
+const (
+	reasonClaimed   = "claimed: new GUID"
+	reasonReclaimed = "re-claimed by the channel's resend"
+)
+
+// reclaimed is the entry of a FAILED → SENT re-claim whose RETURNING s holds.
+func reclaimed(guid, reason string, attempts *int64) func(scanner) (pending, error) {
+	return func(s scanner) (pending, error) {
+		var rsp nullString
+		if err := s.Scan(attempts, &rsp); err != nil {
+			return pending{}, err
+		}
+		return pending{guid: guid, stateBefore: StateFailed, rspBefore: rsp.String, stateAfter: StateSent, rspAfter: rsp.String,
+			attempts: int(*attempts), why: Why{Reason: reason}}, nil
+	}
 }
 
 // purgeChunk is how many rows one purge transaction deletes.
@@ -104,7 +132,8 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		// (purge, on a store where those are two transactions) is gone:
 		// claim again. Twice is enough, since purge only takes old rows.
 		for try := 0; ; try++ {
-			n, err := tx.exec(sqlClaimInsert, r.GUID, r.TxCode, r.Frame)
+			n, err := tx.changeOne(sqlClaimInsert, []any{r.GUID, r.TxCode, r.Frame},
+				pending{guid: r.GUID, stateAfter: StateSent, attempts: 1, why: Why{Reason: reasonClaimed}})
 			if err != nil {
 				return fmt.Errorf("insert: %w", err)
 			}
@@ -127,9 +156,9 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		}
 		if found.Outcome == NeedsClaim {
 			var a int64
-			err := tx.queryRow(sqlReclaim, r.GUID).Scan(&a)
+			n, err := tx.change(sqlReclaim, []any{r.GUID}, reclaimed(r.GUID, reasonReclaimed, &a))
 			switch {
-			case errors.Is(err, errNoRows):
+			case err == nil && n == 0:
 				// Another relay (or, on SQLite, nobody: the writer holds
 				// the write lock) took it first: the statement is
 				// conditional, so the answer is too.
@@ -290,7 +319,8 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) 
 	if attempts < 1 {
 		return nil, fmt.Errorf("finish: attempts %d: want the claim's (1 or more)", attempts)
 	}
-	outcome, err := claimTransitionOp(guid, StateSent, attempts, o)
+	d := l.st.dialect()
+	outcome, err := claimTransitionOp(d, guid, StateSent, attempts, o)
 	if err != nil {
 		return nil, err
 	}
@@ -300,6 +330,14 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) 
 		if !errors.As(err, &se) || se.Found != StateFailed || se.FoundAttempts != attempts {
 			if se != nil && se.Reclaimed {
 				l.conflicts.Add(1)
+				// The row does not change, but its history must say what
+				// the core answered an earlier attempt: the transfer may
+				// now be posted twice.
+				tx.note(pending{guid: guid, stateBefore: se.Found, stateAfter: se.Found, attempts: se.FoundAttempts,
+					rspAfter: o.RspCode, why: Why{
+						Reason: fmt.Sprintf("conflict: the core answered attempt %d (%s: %s) after the row was re-claimed (attempts %d); it may be posted twice",
+							attempts, o.RspCode, o.Why.Reason, se.FoundAttempts),
+						HTTPStatus: o.Why.HTTPStatus, Took: o.Why.Took}})
 			}
 			return err
 		}
@@ -307,7 +345,9 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) 
 		// too early) and not re-claimed since: the core's answer is the
 		// truth. The first statement wrote nothing, so this one is still
 		// the operation's only write. (Built here: it is rare.)
-		late, _ := claimTransitionOp(guid, StateFailed, attempts, o)
+		lateO := o
+		lateO.Why.Reason = "late answer, recorded over FAILED (settled while the call was under way): " + o.Why.Reason
+		late, _ := claimTransitionOp(d, guid, StateFailed, attempts, lateO)
 		if err := late(tx); err != nil {
 			return err
 		}
@@ -327,7 +367,7 @@ func (l *Ledger) AbandonClaim(ctx context.Context, guid string, attempts int, o 
 	if o.State != StateFailed {
 		return fmt.Errorf("ledger: abandon claim %s: to state %q: want FAILED", guid, o.State)
 	}
-	run, err := claimTransitionOp(guid, StateSent, attempts, o)
+	run, err := claimTransitionOp(l.st.dialect(), guid, StateSent, attempts, o)
 	if err == nil {
 		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
 		l.countError(opTransition, err)
@@ -348,7 +388,7 @@ func (l *Ledger) Transition(ctx context.Context, guid string, from State, o Outc
 	if !from.Valid() || !o.State.Valid() {
 		return fmt.Errorf("ledger: transition %s: invalid state %q → %q", guid, from, o.State)
 	}
-	run, err := transitionOp(guid, from, o)
+	run, err := transitionOp(l.st.dialect(), guid, from, o)
 	if err == nil {
 		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
 		l.countError(opTransition, err)
@@ -360,27 +400,56 @@ func (l *Ledger) Transition(ctx context.Context, guid string, from State, o Outc
 }
 
 // transitionOp returns the writer operation for one conditional transition.
-func transitionOp(guid string, from State, o Outcome) (opFunc, error) {
-	return claimTransitionOp(guid, from, 0, o)
+func transitionOp(d *dialect, guid string, from State, o Outcome) (opFunc, error) {
+	return claimTransitionOp(d, guid, from, 0, o)
 }
 
 // claimTransitionOp is transitionOp that, when attempts > 0, also requires
 // the row's attempts to be exactly that: the transition of one claim's
 // row. Every transition of the state machine is one of these: a single
 // UPDATE conditional on what it expects, its affected rows deciding.
-func claimTransitionOp(guid string, from State, attempts int, o Outcome) (opFunc, error) {
+func claimTransitionOp(d *dialect, guid string, from State, attempts int, o Outcome) (opFunc, error) {
 	if o.State == StateDone && len(o.Response) == 0 {
 		// A DONE row is answered by replaying its response: without one
 		// every retry of this GUID would fail.
 		return nil, errors.New("a DONE row needs its response frame")
 	}
+	if o.Why.Reason == "" {
+		// The row's history says why it changed (SPEC 6b): a caller must.
+		return nil, errors.New("no reason given for the history (Outcome.Why)")
+	}
+	entry := func(a nullInt, before nullString) pending {
+		return pending{guid: guid, stateBefore: from, rspBefore: before.String, stateAfter: o.State, rspAfter: o.RspCode,
+			attempts: int(a.Int64), why: o.Why}
+	}
+	q, readQ := sqlTransition, sqlRowBefore
+	args, readArgs := []any{string(o.State), o.RspCode, o.Response, guid, string(from)}, []any{guid, string(from)}
+	if attempts > 0 {
+		q, readQ = sqlTransitionOfClaim, sqlRowBeforeOfClaim
+		args, readArgs = append(args, attempts), append(readArgs, attempts)
+	}
 	return func(tx stmts) error {
-		var n int64
-		var err error
-		if attempts > 0 {
-			n, err = tx.exec(sqlTransitionOfClaim, string(o.State), o.RspCode, o.Response, guid, string(from), attempts)
+		var (
+			n   int64
+			err error
+		)
+		if d.readsBefore {
+			var a nullInt
+			var before nullString
+			err = tx.queryRow(readQ, readArgs...).Scan(&a, &before)
+			switch {
+			case errors.Is(err, errNoRows):
+				err = nil // not as expected: refused below
+			case err == nil:
+				n, err = tx.changeOne(q, args, entry(a, before))
+			}
 		} else {
-			n, err = tx.exec(sqlTransition, string(o.State), o.RspCode, o.Response, guid, string(from))
+			n, err = tx.change(q+sqlReturnBefore, args, func(s scanner) (pending, error) {
+				var a nullInt
+				var before nullString
+				err := s.Scan(&a, &before)
+				return entry(a, before), err
+			})
 		}
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
@@ -470,13 +539,16 @@ func (l *Ledger) ReclaimBelow(ctx context.Context, guid string, maxAttempts int)
 func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int, error) {
 	var a int64
 	err := l.st.do(ctx, operation{guid: guid, run: func(tx stmts) error {
-		var err error
+		var (
+			n   int64
+			err error
+		)
 		if maxAttempts > 0 {
-			err = tx.queryRow(sqlReclaimBelow, guid, maxAttempts).Scan(&a)
+			n, err = tx.change(sqlReclaimBelow, []any{guid, maxAttempts}, reclaimed(guid, fmt.Sprintf("re-claimed to resend (attempts below %d)", maxAttempts), &a))
 		} else {
-			err = tx.queryRow(sqlReclaim, guid).Scan(&a)
+			n, err = tx.change(sqlReclaim, []any{guid}, reclaimed(guid, "re-claimed to resend", &a))
 		}
-		if errors.Is(err, errNoRows) {
+		if err == nil && n == 0 {
 			return stateError(tx, guid, StateFailed, fmt.Sprintf("attempts limit %d reached", maxAttempts))
 		}
 		return err
@@ -490,15 +562,20 @@ func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int
 
 // PurgeDone deletes the DONE rows last updated more than age ago, by the
 // database's clock (SPEC 6a), and returns how many. Rows in any other state
-// stay, however old. With dryRun it only counts them. The delete runs in
+// stay, however old. Each deleted row gets its history entry, saying reason
+// ("purged after 30 days"); the history itself stays (PurgeHistory). With
+// dryRun it only counts them. The delete runs in
 // chunks of purgeChunk rows, one transaction each, so the relay's claims on
 // the same ledger never wait long; on PostgreSQL each chunk takes rows no
 // other purge holds (SKIP LOCKED), so purges on several hosts delete each
 // row once. A cancelled ctx stops between chunks and the count so far is
 // returned with the error.
-func (l *Ledger) PurgeDone(ctx context.Context, age time.Duration, dryRun bool) (int64, error) {
+func (l *Ledger) PurgeDone(ctx context.Context, age time.Duration, dryRun bool, reason string) (int64, error) {
 	if age <= 0 {
 		return 0, errors.New("ledger: purge: the age must be more than 0")
+	}
+	if reason == "" {
+		return 0, errors.New("ledger: purge: no reason given for the history")
 	}
 	d := l.st.dialect()
 	cond, cut := d.strictlyOlderThan(age)
@@ -521,7 +598,14 @@ func (l *Ledger) PurgeDone(ctx context.Context, age time.Duration, dryRun bool) 
 		var n int64
 		err := l.st.do(ctx, operation{run: func(tx stmts) error {
 			var err error
-			n, err = tx.exec(chunk, cut, purgeChunk)
+			n, err = tx.change(chunk, []any{cut, purgeChunk}, func(s scanner) (pending, error) {
+				var guid string
+				var state, rsp nullString
+				var attempts nullInt
+				err := s.Scan(&guid, &state, &rsp, &attempts)
+				return pending{guid: guid, stateBefore: State(state.String), rspBefore: rsp.String,
+					attempts: int(attempts.Int64), why: Why{Reason: reason}}, err
+			})
 			return err
 		}})
 		if err != nil {

@@ -261,7 +261,7 @@ func testFinish(t *testing.T, l *Ledger) {
 	seed(t, l, r, StateSent, "")
 
 	resp := responseFrame(r.GUID, codeOK)
-	assert.NilError(t, l.Finish(ctx, r.GUID, 1, Outcome{State: StateDone, RspCode: codeOK, Response: resp}))
+	assert.NilError(t, l.Finish(ctx, r.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: resp}))
 	row, err := l.Get(ctx, r.GUID)
 	assert.NilError(t, err)
 	assert.Equal(t, row.State, StateDone)
@@ -269,7 +269,7 @@ func testFinish(t *testing.T, l *Ledger) {
 	assert.DeepEqual(t, row.Response, resp)
 
 	// The row is no longer SENT: a second Finish changes nothing.
-	err = l.Finish(ctx, r.GUID, 1, Outcome{State: StateUnknown, RspCode: codeTimeout})
+	err = l.Finish(ctx, r.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: StateUnknown, RspCode: codeTimeout})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	var se *StateError
 	assert.Assert(t, errors.As(err, &se))
@@ -281,13 +281,13 @@ func testFinish(t *testing.T, l *Ledger) {
 	assert.DeepEqual(t, row2, row)
 
 	// Missing row: ErrStateChanged and ErrNotFound.
-	err = l.Finish(ctx, newGUID(), 1, Outcome{State: StateDone, RspCode: codeOK, Response: resp})
+	err = l.Finish(ctx, newGUID(), 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: resp})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	assert.Check(t, errors.Is(err, ErrNotFound))
 
 	// Finishing to SENT or to a bogus state is a programming error.
-	assert.ErrorContains(t, l.Finish(ctx, r.GUID, 1, Outcome{State: StateSent, RspCode: ""}), "cannot finish")
-	assert.ErrorContains(t, l.Finish(ctx, r.GUID, 1, Outcome{State: "BOGUS", RspCode: ""}), "cannot finish")
+	assert.ErrorContains(t, l.Finish(ctx, r.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: StateSent, RspCode: ""}), "cannot finish")
+	assert.ErrorContains(t, l.Finish(ctx, r.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: "BOGUS", RspCode: ""}), "cannot finish")
 }
 
 func TestTransitionIsConditional(t *testing.T) {
@@ -300,16 +300,16 @@ func testTransitionIsConditional(t *testing.T, l *Ledger) {
 	seed(t, l, r, StateUnknown, codeTimeout)
 
 	resp := responseFrame(r.GUID, codeOK)
-	err := l.Transition(ctx, r.GUID, StateFailed, Outcome{State: StateDone, RspCode: codeOK, Response: resp})
+	err := l.Transition(ctx, r.GUID, StateFailed, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: resp})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	var se *StateError
 	assert.Assert(t, errors.As(err, &se))
 	assert.Equal(t, se.Found, StateUnknown)
 
 	// DONE without a response frame would make every retry fail.
-	assert.ErrorContains(t, l.Transition(ctx, r.GUID, StateUnknown, Outcome{State: StateDone, RspCode: codeOK}), "needs its response")
+	assert.ErrorContains(t, l.Transition(ctx, r.GUID, StateUnknown, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK}), "needs its response")
 
-	assert.NilError(t, l.Transition(ctx, r.GUID, StateUnknown, Outcome{State: StateDone, RspCode: codeOK, Response: resp}))
+	assert.NilError(t, l.Transition(ctx, r.GUID, StateUnknown, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: resp}))
 	row, err := l.Get(ctx, r.GUID)
 	assert.NilError(t, err)
 	assert.Equal(t, row.State, StateDone)
@@ -317,10 +317,10 @@ func testTransitionIsConditional(t *testing.T, l *Ledger) {
 	assert.DeepEqual(t, row.Response, resp)
 
 	// A second resolver racing the first finds it settled.
-	err = l.Transition(ctx, r.GUID, StateUnknown, Outcome{State: StateFailed, RspCode: codeNoConnect})
+	err = l.Transition(ctx, r.GUID, StateUnknown, Outcome{Why: Why{Reason: "test"}, State: StateFailed, RspCode: codeNoConnect})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 
-	assert.ErrorContains(t, l.Transition(ctx, r.GUID, StateDone, Outcome{State: "BOGUS", RspCode: ""}), "invalid state")
+	assert.ErrorContains(t, l.Transition(ctx, r.GUID, StateDone, Outcome{Why: Why{Reason: "test"}, State: "BOGUS", RspCode: ""}), "invalid state")
 }
 
 func TestReclaim(t *testing.T) {
@@ -345,7 +345,7 @@ func testReclaim(t *testing.T, l *Ledger) {
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 
 	// ReclaimBelow enforces the attempts limit in the same statement.
-	assert.NilError(t, l.Finish(ctx, r.GUID, 2, Outcome{State: StateFailed, RspCode: codeNoConnect}))
+	assert.NilError(t, l.Finish(ctx, r.GUID, 2, Outcome{Why: Why{Reason: "test"}, State: StateFailed, RspCode: codeNoConnect}))
 	_, err = l.ReclaimBelow(ctx, r.GUID, 2)
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	assert.ErrorContains(t, err, "attempts limit 2")
@@ -378,10 +378,14 @@ func testFailingOpDoesNotSpoilItsBatch(t *testing.T, l *Ledger) {
 		results <- l.st.do(ctx, operation{run: func(tx stmts) error {
 			// A first write that succeeds, then one the CHECK refuses: the
 			// first one must be taken back too.
-			if _, err := tx.exec(`INSERT INTO tx(guid, state) VALUES (?, 'SENT')`, partial); err != nil {
+			entry := func(s scanner) (pending, error) {
+				var g string
+				return pending{guid: g, why: Why{Reason: "test"}}, s.Scan(&g)
+			}
+			if _, err := tx.change(`INSERT INTO tx(guid, state) VALUES (?, 'SENT') RETURNING guid`, []any{partial}, entry); err != nil {
 				return err
 			}
-			_, err := tx.exec(`INSERT INTO tx(guid, state) VALUES (?, 'BOGUS')`, newGUID())
+			_, err := tx.change(`INSERT INTO tx(guid, state) VALUES (?, 'BOGUS') RETURNING guid`, []any{newGUID()}, entry)
 			return err
 		}})
 	}()

@@ -98,7 +98,7 @@ func testManyChannelsAndABatchCommand(t *testing.T, path string) {
 					errCh <- errors.New("not owned: " + c.Outcome.String())
 					continue
 				}
-				if err := relay.Finish(ctx, r.GUID, 1, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}); err != nil {
+				if err := relay.Finish(ctx, r.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}); err != nil {
 					errCh <- err
 				}
 			}
@@ -109,7 +109,7 @@ func testManyChannelsAndABatchCommand(t *testing.T, path string) {
 		defer wg.Done()
 		<-start
 		for _, g := range unknownGUIDs {
-			if err := batch.Transition(ctx, g, StateUnknown, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(g, codeOK)}); err != nil {
+			if err := batch.Transition(ctx, g, StateUnknown, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: responseFrame(g, codeOK)}); err != nil {
 				errCh <- err
 			}
 		}

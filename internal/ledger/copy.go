@@ -17,13 +17,17 @@ type CopyCounts struct {
 	// Conflicts are rows whose GUID the target holds with different
 	// content: left as they are in the target.
 	Conflicts []string
+	// History is how many history entries were copied (those the target
+	// already held are not counted).
+	History int64
 }
 
 // copyPage is how many rows Copy inserts in one statement.
 const copyPage = 200
 
 // Copy copies every row of from into to as it is (state, codes, frames,
-// attempts, updated_at), for moving an installation from one host's SQLite
+// attempts, updated_at), and from's history with it (every chain as it
+// is, so it verifies in to), for moving an installation from one host's SQLite
 // file to a shared PostgreSQL ledger (or back). A row whose GUID is already
 // in to is never overwritten: with the same content it counts as Present
 // (so Copy may be run again), with different content it is a Conflict.
@@ -36,7 +40,7 @@ func Copy(ctx context.Context, from, to *Ledger) (CopyCounts, error) {
 		if len(page) == 0 {
 			return nil
 		}
-		err := to.importPage(ctx, page, &c)
+		err := to.importPage(ctx, page, &c, "copied from "+from.Path())
 		page = page[:0]
 		return err
 	}
@@ -65,13 +69,16 @@ func Copy(ctx context.Context, from, to *Ledger) (CopyCounts, error) {
 	if n != c.Read {
 		return c, fmt.Errorf("ledger: copy: %s holds %d rows, %d of them in one of the five states: the rest were not copied", from.Path(), n, c.Read)
 	}
+	if c.History, err = to.copyHistory(ctx, from); err != nil {
+		return c, fmt.Errorf("ledger: copy history %s → %s: %w", from.Path(), to.Path(), err)
+	}
 	return c, nil
 }
 
 // importPage inserts page's rows that to does not hold, in one statement,
 // then compares every row of page with to's: each is now either the row
 // just inserted, one inserted by an earlier copy, or a conflict.
-func (l *Ledger) importPage(ctx context.Context, page []Row, c *CopyCounts) error {
+func (l *Ledger) importPage(ctx context.Context, page []Row, c *CopyCounts, reason string) error {
 	d := l.st.dialect()
 	marks := make([]string, len(page))
 	args := make([]any, 0, 8*len(page))
@@ -86,7 +93,16 @@ func (l *Ledger) importPage(ctx context.Context, page []Row, c *CopyCounts) erro
 	var inserted int64
 	err := l.st.do(ctx, operation{run: func(tx stmts) error {
 		var err error
-		inserted, err = tx.exec(`INSERT INTO tx(`+sqlRowColumns+`) VALUES `+strings.Join(marks, ", ")+` ON CONFLICT (guid) DO NOTHING`, args...)
+		q := `INSERT INTO tx(` + sqlRowColumns + `) VALUES ` + strings.Join(marks, ", ") + ` ON CONFLICT (guid) DO NOTHING
+RETURNING guid, state, rsp_code, attempts`
+		inserted, err = tx.change(q, args, func(s scanner) (pending, error) {
+			var guid string
+			var state, rsp nullString
+			var attempts nullInt
+			err := s.Scan(&guid, &state, &rsp, &attempts)
+			return pending{guid: guid, stateAfter: State(state.String), rspAfter: rsp.String,
+				attempts: int(attempts.Int64), why: Why{Reason: reason}}, err
+		})
 		return err
 	}})
 	if err != nil {

@@ -31,7 +31,23 @@ func TestCopy(t *testing.T) {
 		to := openLedger(t, target)
 		c, err := Copy(ctx, from, to)
 		assert.NilError(t, err)
-		assert.DeepEqual(t, c, CopyCounts{Read: 450, Copied: 450})
+		var entries int64
+		assert.NilError(t, from.st.read().queryRow(ctx, `SELECT COUNT(*) FROM history`).Scan(&entries))
+		assert.DeepEqual(t, c, CopyCounts{Read: 450, Copied: 450, History: entries})
+		// The copied chains verify in the target, and each copied row has
+		// its entry saying so, after its own.
+		_, err = to.Audit(ctx)
+		assert.NilError(t, err)
+		h, err := to.History(ctx, guids[1])
+		assert.NilError(t, err)
+		fromH, err := from.History(ctx, guids[1])
+		assert.NilError(t, err)
+		assert.Equal(t, len(h), len(fromH)+1)
+		assert.DeepEqual(t, h[:len(fromH)], fromH)
+		last := h[len(h)-1]
+		assert.Equal(t, last.Reason, "copied from "+from.Path())
+		assert.Equal(t, last.Chain, to.ChainHead().Chain)
+		assert.Equal(t, last.StateAfter, fromH[len(fromH)-1].StateAfter)
 		for _, g := range guids {
 			a, err := from.Get(ctx, g)
 			assert.NilError(t, err)
@@ -45,7 +61,7 @@ func TestCopy(t *testing.T) {
 
 		c, err = Copy(ctx, from, to)
 		assert.NilError(t, err)
-		assert.DeepEqual(t, c, CopyCounts{Read: 450, Present: 450})
+		assert.DeepEqual(t, c, CopyCounts{Read: 450, Present: 450}) // no history copied twice
 
 		// The target moved on for one GUID: it stays as the target has it.
 		changed := guids[1] // DONE

@@ -217,6 +217,63 @@
 // whose rows are taken FOR UPDATE SKIP LOCKED, so each row is deleted by
 // one run.
 //
+// # History
+//
+// Every change of a row (claim, re-claim, outcome, settling, purge, copy)
+// appends one entry to the history table (SPEC 6b) in the same transaction
+// as the change, and entries are never updated. It is so by construction:
+// an operation changes tx rows only through stmts.change, a statement
+// whose RETURNING clause gives one result row per row changed, and each
+// result row becomes that change's entry (the state and rsp_code before
+// and after, attempts, and the Why the caller gave: Finish and Transition
+// refuse an Outcome without a reason). A new transition written that way
+// has its entry without anyone remembering to write it (and exec, the
+// statement runner for the history's own upkeep, refuses to write tx). The
+// rsp_code before a transition comes from the row itself, in the same
+// statement: the UPDATE sets tx.prev_rsp_code to it (SET sees the row as it
+// was) and returns it, under the row's lock on either store. History rows
+// are inserted by statements whose text does not depend on the batch's
+// size (one cached single-row INSERT per entry on SQLite, one unnest of
+// arrays on PostgreSQL), so they are prepared once.
+//
+// Who: a Ledger writes as one Actor (WithActor; NewActor gives the
+// command, host, process id and a random instance id: the relay's chosen
+// at start, a batch command's per run). When: the database's clock,
+// taken after the transaction's last statement and before its COMMIT
+// (PostgreSQL: clock_timestamp() sent with the batch's last round, no
+// extra round trip; SQLite: this host's clock, which is SQLite's), so two
+// changes of one row are in time order whoever made them.
+//
+// The chain. Each Ledger appends to a chain of its own, named by its
+// instance: entry n holds its sequence number and the hash of entry n-1,
+// and its own hash is SHA-256 over a canonical encoding of all its fields
+// (entryHash). The writer goroutine, which already owns every write of
+// its process, chains the entries of a batch just before the COMMIT and
+// writes them with the chain's head row (history_chain: head sequence and
+// hash) in the COMMIT's own round trip. So relays never share a lock for
+// the history, there is no extra fsync (SQLite) or round trip
+// (PostgreSQL), and the head only moves when the COMMIT succeeded; after
+// a COMMIT whose outcome is unknown the writer reads its head back from
+// the database before the next append.
+//
+// What Audit detects: an entry edited (its hash no longer matches), removed
+// (a gap in the sequence, or the head row ahead of the last entry),
+// inserted (a sequence number past the head, or a link that does not
+// match) or moved (two entries swapped: their links break), and entries of
+// a chain whose head row is gone. What no chain kept in the same database
+// can detect: someone able to write the database who rewrites a whole
+// chain from some entry on, recomputing every hash and the head row. That
+// gap is closed by keeping the heads elsewhere: the relay logs its head
+// every minute when it moved and at stop, and exports
+// lhrelay_ledger_history_head_seq and _hash per chain; an operator (or a
+// log pipeline) compares what ChainHead published with history_chain.
+// A purge of history removes a chain's oldest entries and moves its cut
+// (history_chain.cut_seq and cut_hash, the last entry removed) in the same
+// transaction, and notes it in the purging run's own chain, so the rest
+// still verifies and the gap is explained. Rows older than the history
+// (a ledger migrated from schema version 1) have entries only from the
+// migration on.
+//
 // # Time
 //
 // Every age is measured by the database's clock, the one that stamped

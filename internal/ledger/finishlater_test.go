@@ -16,7 +16,7 @@ import (
 func later(t *testing.T, l *Ledger, guid string, to State, code string, resp []byte) <-chan error {
 	t.Helper()
 	res := make(chan error, 1)
-	assert.NilError(t, l.FinishLater(context.Background(), guid, 1, Outcome{State: to, RspCode: code, Response: resp}, func(err error) { res <- err }))
+	assert.NilError(t, l.FinishLater(context.Background(), guid, 1, Outcome{Why: Why{Reason: "test"}, State: to, RspCode: code, Response: resp}, func(err error) { res <- err }))
 	return res
 }
 
@@ -99,11 +99,11 @@ func testFinishLaterRefused(t *testing.T, l *Ledger) {
 
 	// Nothing is queued, and then is not called, for a state Finish does
 	// not take or a DONE without its response.
-	assert.ErrorContains(t, l.FinishLater(ctx, r.GUID, 1, Outcome{State: StateSent, RspCode: ""}, never), "cannot finish")
-	assert.ErrorContains(t, l.FinishLater(ctx, r.GUID, 1, Outcome{State: StateDone, RspCode: codeOK}, never), "needs its response")
+	assert.ErrorContains(t, l.FinishLater(ctx, r.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: StateSent, RspCode: ""}, never), "cannot finish")
+	assert.ErrorContains(t, l.FinishLater(ctx, r.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK}, never), "needs its response")
 
 	assert.NilError(t, l.Close())
-	err := l.FinishLater(ctx, r.GUID, 1, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}, never)
+	err := l.FinishLater(ctx, r.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}, never)
 	assert.Check(t, errors.Is(err, ErrClosed))
 }
 
@@ -170,7 +170,7 @@ func testFinishLaterFullQueue(t *testing.T, l *Ledger) {
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	err := l.FinishLater(short, late.GUID, 1, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(late.GUID, codeOK)}, func(err error) {
+	err := l.FinishLater(short, late.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: responseFrame(late.GUID, codeOK)}, func(err error) {
 		t.Errorf("then called for an outcome that was not queued: %v", err)
 	})
 	assert.Check(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)

@@ -125,5 +125,5 @@ func seed(t testing.TB, l *Ledger, r Request, state State, code string) {
 	if state == StateSent {
 		return
 	}
-	assert.NilError(t, l.Finish(ctx, r.GUID, c.Attempts, Outcome{State: state, RspCode: code, Response: responseFrame(r.GUID, code)}))
+	assert.NilError(t, l.Finish(ctx, r.GUID, c.Attempts, Outcome{Why: Why{Reason: "test"}, State: state, RspCode: code, Response: responseFrame(r.GUID, code)}))
 }

@@ -19,10 +19,10 @@ func TestLateAnswer(t *testing.T) {
 func testLateAnswer(t *testing.T, l *Ledger) {
 	ctx := context.Background()
 	done := func(guid string) Outcome {
-		return Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(guid, codeOK)}
+		return Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: responseFrame(guid, codeOK)}
 	}
 	notPosted := func(guid string) Outcome {
-		return Outcome{State: StateFailed, RspCode: codeNoConnect, Response: responseFrame(guid, codeNoConnect)}
+		return Outcome{Why: Why{Reason: "test"}, State: StateFailed, RspCode: codeNoConnect, Response: responseFrame(guid, codeNoConnect)}
 	}
 
 	// Settled early, not re-claimed: recorded.
@@ -78,7 +78,7 @@ func TestAbandonClaim(t *testing.T) {
 		r := request(txTransfer, newGUID(), sentAt1, bodyA)
 		c, err := l.Claim(ctx, r)
 		assert.NilError(t, err)
-		o := Outcome{State: StateFailed, RspCode: codeNoConnect, Response: responseFrame(r.GUID, codeNoConnect)}
+		o := Outcome{Why: Why{Reason: "test"}, State: StateFailed, RspCode: codeNoConnect, Response: responseFrame(r.GUID, codeNoConnect)}
 		assert.NilError(t, l.AbandonClaim(ctx, r.GUID, c.Attempts, o))
 		row, err := l.Get(ctx, r.GUID)
 		assert.NilError(t, err)

@@ -15,7 +15,8 @@ import (
 
 // SchemaVersion is the highest schema version this binary knows (both
 // stores).
-const SchemaVersion = 1
+// Version 2 added the history (SPEC 6b).
+const SchemaVersion = 2
 
 // timeLayout is the text form of SQLite's datetime('now').
 const timeLayout = "2006-01-02 15:04:05"
@@ -29,6 +30,8 @@ type Option func(*config)
 
 type config struct {
 	mustExist bool
+	actor     Actor
+	chain     *chain // the history chain, made by open from actor
 
 	// SQLite
 	busyTimeout time.Duration
@@ -127,6 +130,7 @@ func WithRetry(wait, later time.Duration) Option {
 type Ledger struct {
 	path     string // the file's absolute path, or the URL without its password
 	st       store
+	chain    *chain // the history chain this Ledger's writer appends to
 	isClosed atomic.Bool
 	errs     [numOps]atomic.Uint64
 	// late and conflicts count Finish's late answers recorded over an
@@ -174,6 +178,7 @@ func open(db string, cfg config) (*Ledger, error) {
 		path string
 		err  error
 	)
+	cfg.chain = newChain(cfg.actor)
 	if IsURL(db) {
 		st, path, err = openPostgres(db, cfg)
 	} else {
@@ -182,7 +187,7 @@ func open(db string, cfg config) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{path: path, st: st}, nil
+	return &Ledger{path: path, st: st, chain: cfg.chain}, nil
 }
 
 // keyValue matches a libpq key=value connection string ("host=db1

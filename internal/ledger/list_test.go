@@ -130,14 +130,14 @@ func testPurgeDone(t *testing.T, l *Ledger) {
 	add(StateSent, "", days(400))                // never purged
 	cut := days(30)
 
-	n, err := l.PurgeDone(ctx, cut, true)
+	n, err := l.PurgeDone(ctx, cut, true, "purged by the test")
 	assert.NilError(t, err)
 	assert.Equal(t, n, int64(3))
 	st, err := l.Stats(ctx)
 	assert.NilError(t, err)
 	assert.Equal(t, st.Total, int64(8), "dry run deleted rows")
 
-	n, err = l.PurgeDone(ctx, cut, false)
+	n, err = l.PurgeDone(ctx, cut, false, "purged by the test")
 	assert.NilError(t, err)
 	assert.Equal(t, n, int64(3))
 	for _, g := range oldDone {
@@ -150,7 +150,7 @@ func testPurgeDone(t *testing.T, l *Ledger) {
 		assert.Equal(t, row.State, s)
 	}
 
-	n, err = l.PurgeDone(ctx, cut, false)
+	n, err = l.PurgeDone(ctx, cut, false, "purged by the test")
 	assert.NilError(t, err)
 	assert.Equal(t, n, int64(0))
 }
@@ -164,7 +164,7 @@ func testPurgeDoneInChunks(t *testing.T, l *Ledger) {
 	const rows = purgeChunk*2 + 17
 	insertRows(t, l, rows, func(int) (State, bool) { return StateDone, true })
 	before := l.Commits()
-	n, err := l.PurgeDone(ctx, 24*time.Hour, false) // the rows are older (insertRows)
+	n, err := l.PurgeDone(ctx, 24*time.Hour, false, "purged by the test") // the rows are older (insertRows)
 	assert.NilError(t, err)
 	assert.Equal(t, n, int64(rows))
 	assert.Equal(t, l.Commits()-before, uint64(3))
@@ -273,7 +273,7 @@ func testScanPages(t *testing.T, l *Ledger) {
 	got = got[:0]
 	assert.NilError(t, l.Scan(ctx, done, func(r Row) error {
 		if r.GUID == g(1) {
-			assert.NilError(t, l.Transition(ctx, g(11), StateDone, Outcome{State: StateFailed, RspCode: codeNoConnect}))
+			assert.NilError(t, l.Transition(ctx, g(11), StateDone, Outcome{Why: Why{Reason: "test"}, State: StateFailed, RspCode: codeNoConnect}))
 		}
 		got = append(got, r.GUID)
 		return nil

@@ -111,8 +111,15 @@ func (s *pgStore) runBatch(batch []*op) []fate {
 	defer conn.Release()
 	c := conn.Conn()
 	s.syncWaitCancelled(c.PgConn()) // a warning left from before this batch is not its own
-	begun, err := runRounds(ctx, c, batch)
-	if err != nil {
+	begun, at, err := runRounds(ctx, c, batch)
+	var head *ChainHead
+	if err == nil && begun {
+		head, err = s.commitWithHistory(ctx, c, batch, at)
+		if err != nil && isStatementError(err) {
+			c.Exec(ctx, "ROLLBACK") // the COMMIT was skipped with the statement that failed
+			return s.runEachAlone(batch)
+		}
+	} else if err != nil {
 		if begun {
 			c.Exec(ctx, "ROLLBACK") // a connection left in a transaction is dropped by the pool anyway
 		}
@@ -121,13 +128,11 @@ func (s *pgStore) runBatch(batch []*op) []fate {
 		}
 		return retryAll(fmt.Errorf("%w: %w", errNotSent, err)) // the transaction died uncommitted
 	}
-	if begun {
-		_, err = c.Exec(ctx, "COMMIT")
-	}
 	switch {
 	case err == nil && s.syncWaitCancelled(c.PgConn()):
 		return s.unconfirmed(batch, fates, errNotDurable)
 	case err == nil:
+		s.chain.advance(head)
 		s.ncommits.Add(1)
 		for i := range batch {
 			fates[i] = fateDone // each op's own result (nil, or a refusal)
@@ -144,8 +149,10 @@ func (s *pgStore) runBatch(batch []*op) []fate {
 // unconfirmed sets the fate of a batch whose COMMIT may or may not have
 // landed, or landed without becoming durable: claims fail with err (they
 // must not run again, see the package doc), transitions are tried again
-// knowing that they may have landed.
+// knowing that they may have landed. The history chain's head in the
+// database is as uncertain: the next batch reads it first.
 func (s *pgStore) unconfirmed(batch []*op, fates []fate, err error) []fate {
+	s.chain.markStale()
 	for i, p := range batch {
 		p.err = err
 		if p.o.rerunnable {
@@ -161,7 +168,7 @@ func (s *pgStore) unconfirmed(batch []*op, fates []fate, err error) []fate {
 func (s *pgStore) runEachAlone(batch []*op) []fate {
 	fates := make([]fate, len(batch))
 	for i, p := range batch {
-		p.err = s.runOnce(context.Background(), p.o, p.rerun)
+		p.err = s.runOnce(context.Background(), p)
 		switch {
 		case p.err == nil || errors.Is(p.err, ErrStateChanged) || isStatementError(p.err):
 		case errors.Is(p.err, errNotSent):
@@ -189,11 +196,11 @@ func (s *pgStore) runEachAlone(batch []*op) []fate {
 // every decision is taken by a conditional statement on the row as it is
 // when the statement runs, and operations on one GUID keep their queue
 // order within each round.
-func runRounds(ctx context.Context, c *pgx.Conn, batch []*op) (begun bool, failed error) {
+func runRounds(ctx context.Context, c *pgx.Conn, batch []*op) (begun bool, at time.Time, failed error) {
 	events := make(chan roundEvent, len(batch))
 	for i, p := range batch {
 		go func() {
-			err := p.o.run(&roundStmts{seq: i, guid: p.o.guid, rerunFlag: p.rerun, events: events})
+			err := p.runOn(&roundStmts{seq: i, guid: p.o.guid, rerunFlag: p.rerun, events: events, o: p})
 			events <- roundEvent{seq: i, finished: true, err: err}
 		}()
 	}
@@ -213,7 +220,7 @@ func runRounds(ctx context.Context, c *pgx.Conn, batch []*op) (begun bool, faile
 			break
 		}
 		if failed == nil {
-			failed = sendRound(ctx, c, reqs, !begun)
+			failed = sendRound(ctx, c, reqs, !begun, &at)
 			begun = true
 		} else {
 			for _, r := range reqs {
@@ -224,12 +231,57 @@ func runRounds(ctx context.Context, c *pgx.Conn, batch []*op) (begun bool, faile
 			close(r.done)
 		}
 	}
-	return begun, failed
+	return begun, at, failed
+}
+
+// commitWithHistory chains the history entries the batch's operations
+// recorded after the writer's head, at the server's time after the
+// batch's last round (at), and sends them with the chain's new head and the
+// COMMIT in one round trip. It returns the head (nil when the batch
+// recorded no entries), the writer's once the COMMIT succeeded. An error is the first statement's: a PgError before
+// the COMMIT means the COMMIT was skipped (nothing committed); any other
+// is the COMMIT's to classify.
+func (s *pgStore) commitWithHistory(ctx context.Context, c *pgx.Conn, batch []*op, at time.Time) (*ChainHead, error) {
+	var ps []pending
+	for _, p := range batch {
+		if p.err == nil || errors.Is(p.err, ErrStateChanged) {
+			ps = append(ps, p.entries...)
+		}
+	}
+	var head *ChainHead
+	b := &pgx.Batch{}
+	if len(ps) > 0 {
+		if s.chain.isStale() {
+			err := s.chain.reloadHead(func(q string, args ...any) scanner {
+				return pgRow{c.QueryRow(ctx, dollarPlaceholders(q), args...)}
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		es, h := s.chain.seal(ps, at)
+		head = &h
+		for _, q := range s.chain.statements(postgresDialect, es, h) {
+			b.Queue(dollarPlaceholders(q.q), q.args...)
+		}
+	}
+	b.Queue("COMMIT")
+	res := c.SendBatch(ctx, b)
+	var first error
+	for range b.Len() {
+		if _, err := res.Exec(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := res.Close(); err != nil && first == nil {
+		first = err
+	}
+	return head, first
 }
 
 // sendRound sends one round's statements as one pgx.Batch (after a BEGIN
 // when begin) and sets each request's result.
-func sendRound(ctx context.Context, c *pgx.Conn, reqs []*roundReq, begin bool) error {
+func sendRound(ctx context.Context, c *pgx.Conn, reqs []*roundReq, begin bool, at *time.Time) error {
 	slices.SortFunc(reqs, func(a, b *roundReq) int {
 		return cmp.Or(cmp.Compare(a.guid, b.guid), cmp.Compare(a.seq, b.seq))
 	})
@@ -240,6 +292,12 @@ func sendRound(ctx context.Context, c *pgx.Conn, reqs []*roundReq, begin bool) e
 	for _, r := range reqs {
 		b.Queue(dollarPlaceholders(r.q), r.args...)
 	}
+	// The time by the server's clock once this round's statements have
+	// run: the last round's is the history entries' time. It is taken
+	// after the transaction locked every row it changes, so of two
+	// transactions changing one row, the one that changed it first has the
+	// earlier time (now(), the transaction's start, would not say so).
+	b.Queue("SELECT clock_timestamp()")
 	res := c.SendBatch(ctx, b)
 	var failed error
 	if begin {
@@ -248,7 +306,9 @@ func sendRound(ctx context.Context, c *pgx.Conn, reqs []*roundReq, begin bool) e
 		}
 	}
 	for _, r := range reqs {
-		if r.dest == nil {
+		if r.rows != nil {
+			r.err = r.readRows(res)
+		} else if r.dest == nil {
 			var tag pgconn.CommandTag
 			tag, r.err = res.Exec()
 			r.n = tag.RowsAffected()
@@ -261,6 +321,9 @@ func sendRound(ctx context.Context, c *pgx.Conn, reqs []*roundReq, begin bool) e
 		if r.err != nil && r.err != errNoRows && failed == nil {
 			failed = r.err
 		}
+	}
+	if err := res.QueryRow().Scan(at); err != nil && failed == nil {
+		failed = err
 	}
 	if err := res.Close(); err != nil && failed == nil {
 		failed = err
@@ -282,6 +345,8 @@ type roundReq struct {
 	q    string
 	args []any
 	dest []any // nil: exec
+	// rows: a change's statement, whose result rows it reads.
+	rows func(scanner) error
 	n    int64
 	err  error
 	done chan struct{}
@@ -294,7 +359,50 @@ type roundStmts struct {
 	guid      string
 	rerunFlag bool
 	events    chan<- roundEvent
+	o         *op // records the history entries
 }
+
+// readRows reads a change's result rows through r.rows, counting them.
+func (r *roundReq) readRows(res pgx.BatchResults) error {
+	rows, err := res.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := r.rows(rows); err != nil {
+			return err
+		}
+		r.n++
+	}
+	return rows.Err()
+}
+
+func (r *roundStmts) change(q string, args []any, entry func(scanner) (pending, error)) (int64, error) {
+	var got []pending
+	req := &roundReq{seq: r.seq, guid: r.guid, q: q, args: args, done: make(chan struct{}),
+		rows: func(s scanner) error {
+			p, err := entry(s)
+			got = append(got, p)
+			return err
+		}}
+	r.events <- roundEvent{seq: r.seq, req: req}
+	<-req.done
+	if req.err == nil {
+		r.o.entries = append(r.o.entries, got...)
+	}
+	return req.n, req.err
+}
+
+func (r *roundStmts) changeOne(q string, args []any, p pending) (int64, error) {
+	req := r.send(q, args, nil)
+	if req.err != nil {
+		return 0, req.err
+	}
+	return recordOne(func() (int64, error) { return req.n, nil }, r.o, p)
+}
+
+func (r *roundStmts) note(p pending) { r.o.entries = append(r.o.entries, p) }
 
 func (r *roundStmts) rerun() bool { return r.rerunFlag }
 
@@ -306,6 +414,9 @@ func (r *roundStmts) send(q string, args, dest []any) *roundReq {
 }
 
 func (r *roundStmts) exec(q string, args ...any) (int64, error) {
+	if err := notTxWrite(q); err != nil {
+		return 0, err
+	}
 	req := r.send(q, args, nil)
 	return req.n, req.err
 }

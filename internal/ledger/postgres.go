@@ -37,6 +37,7 @@ type pgStore struct {
 
 	queue      // the writer's
 	writerDone chan struct{}
+	chain      *chain // the writer's history chain
 
 	lmu   sync.Mutex           // guards locks
 	locks map[*pgx.Conn]string // a held TryExclusive lock's session → its key
@@ -89,7 +90,7 @@ func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
 	if err := fixSession(pcfg.ConnConfig, cfg); err != nil {
 		return fail(err)
 	}
-	s := &pgStore{cfg: cfg, link: u.link, queue: newQueue(4 * cfg.maxBatch), writerDone: make(chan struct{}), locks: map[*pgx.Conn]string{}}
+	s := &pgStore{cfg: cfg, link: u.link, queue: newQueue(4 * cfg.maxBatch), writerDone: make(chan struct{}), chain: cfg.chain, locks: map[*pgx.Conn]string{}}
 	pcfg.MaxConns = int32(cfg.poolSize)
 	pcfg.HealthCheckPeriod = 5 * time.Second
 	pcfg.AfterConnect = checkSession
@@ -188,6 +189,15 @@ func applyPostgresSchema(ctx context.Context, pool *pgxpool.Pool, mustExist bool
 	if _, err := tx.Conn().PgConn().Exec(ctx, schemaPostgresSQL).ReadAll(); err != nil {
 		return fmt.Errorf("apply schema_postgres.sql: %w", err)
 	}
+	var hasPrev bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'tx'::regclass AND attname = 'prev_rsp_code' AND NOT attisdropped)`).Scan(&hasPrev); err != nil {
+		return fmt.Errorf("read tx columns: %w", err)
+	}
+	if !hasPrev {
+		if _, err := tx.Exec(ctx, `ALTER TABLE tx ADD COLUMN prev_rsp_code text`); err != nil {
+			return fmt.Errorf("add tx.prev_rsp_code: %w", err)
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit schema: %w", err)
 	}
@@ -278,7 +288,7 @@ func isStatementError(err error) bool {
 // error and any other failure wrote nothing (errNotSent); only a COMMIT
 // whose answer was lost leaves o's outcome unknown. Each statement runs
 // to its end, bounded by the statement timeout plus a margin.
-func (s *pgStore) runOnce(ctx context.Context, o operation, rerun bool) error {
+func (s *pgStore) runOnce(ctx context.Context, p *op) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.statementTimeout+2*time.Second)
 	defer cancel()
 	conn, err := s.pool.Acquire(ctx)
@@ -290,7 +300,14 @@ func (s *pgStore) runOnce(ctx context.Context, o operation, rerun bool) error {
 	if err != nil {
 		return fmt.Errorf("%w: begin: %w", errNotSent, err)
 	}
-	err = o.run(&pgStmts{ctx: ctx, tx: tx, again: rerun})
+	err = p.runOn(&pgStmts{ctx: ctx, tx: tx, again: p.rerun, o: p})
+	var head *ChainHead
+	if err == nil || errors.Is(err, ErrStateChanged) {
+		var herr error
+		if head, herr = s.appendHistoryTx(ctx, tx, p.entries); herr != nil {
+			err = herr
+		}
+	}
 	if err != nil && !errors.Is(err, ErrStateChanged) {
 		tx.Rollback(context.Background())
 		if isStatementError(err) {
@@ -305,13 +322,42 @@ func (s *pgStore) runOnce(ctx context.Context, o operation, rerun bool) error {
 		if isStatementError(cerr) {
 			return cerr
 		}
+		s.chain.markStale()
 		return fmt.Errorf("%w: the answer to COMMIT was lost: %w", ErrUnconfirmed, cerr)
 	}
 	if s.syncWaitCancelled(conn.Conn().PgConn()) {
+		s.chain.markStale()
 		return errNotDurable
 	}
+	s.chain.advance(head)
 	s.ncommits.Add(1)
 	return err // nil, or the refusal o decided
+}
+
+// appendHistoryTx writes entries in tx (runOnce's slow path), chained after
+// the writer's head at the server's time, and
+// returns the head they lead to.
+func (s *pgStore) appendHistoryTx(ctx context.Context, tx pgx.Tx, ps []pending) (*ChainHead, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	read := (&pgStmts{ctx: ctx, tx: tx}).queryRow
+	if s.chain.isStale() {
+		if err := s.chain.reloadHead(read); err != nil {
+			return nil, err
+		}
+	}
+	var at time.Time // after the op's statements, as in sendRound
+	if err := read(`SELECT clock_timestamp()`).Scan(&at); err != nil {
+		return nil, fmt.Errorf("read the database's time: %w", err)
+	}
+	es, head := s.chain.seal(ps, at)
+	for _, q := range s.chain.statements(postgresDialect, es, head) {
+		if _, err := tx.Exec(ctx, dollarPlaceholders(q.q), q.args...); err != nil {
+			return nil, fmt.Errorf("append history: %w", err)
+		}
+	}
+	return &head, nil
 }
 
 // pgStmts runs an operation's statements in its transaction.
@@ -319,11 +365,43 @@ type pgStmts struct {
 	ctx   context.Context
 	tx    pgx.Tx
 	again bool
+	o     *op // records the history entries
 }
+
+func (t *pgStmts) change(q string, args []any, entry func(scanner) (pending, error)) (int64, error) {
+	rows, err := t.tx.Query(t.ctx, dollarPlaceholders(q), args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	for rows.Next() {
+		p, err := entry(rows)
+		if err != nil {
+			return n, err
+		}
+		t.o.entries = append(t.o.entries, p)
+		n++
+	}
+	return n, rows.Err()
+}
+
+func (t *pgStmts) changeOne(q string, args []any, p pending) (int64, error) {
+	tag, err := t.tx.Exec(t.ctx, dollarPlaceholders(q), args...)
+	if err != nil {
+		return 0, err
+	}
+	return recordOne(func() (int64, error) { return tag.RowsAffected(), nil }, t.o, p)
+}
+
+func (t *pgStmts) note(p pending) { t.o.entries = append(t.o.entries, p) }
 
 func (t *pgStmts) rerun() bool { return t.again }
 
 func (t *pgStmts) exec(q string, args ...any) (int64, error) {
+	if err := notTxWrite(q); err != nil {
+		return 0, err
+	}
 	tag, err := t.tx.Exec(t.ctx, dollarPlaceholders(q), args...)
 	return tag.RowsAffected(), err
 }

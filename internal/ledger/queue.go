@@ -17,13 +17,23 @@ type op struct {
 	o     operation
 	state atomic.Int32 // opQueued → opTaken (writer) or opCancelled (caller)
 	err   error
-	done  chan struct{}
-	then  func(error)
+	// entries are the history entries its run recorded: reset before
+	// every run, chained and written by the writer before its COMMIT.
+	entries []pending
+	done    chan struct{}
+	then    func(error)
 
 	// PostgreSQL only: how long the op is tried again while it wrote
 	// nothing, and whether an earlier try may have committed.
 	deadline time.Time
 	rerun    bool
+}
+
+// runOn runs o's statements through s, recording its history entries
+// afresh (an op run again after a rollback records them again).
+func (o *op) runOn(s stmts) error {
+	o.entries = o.entries[:0]
+	return o.o.run(s)
 }
 
 // complete tells the op's caller its result: err is final.

@@ -39,3 +39,56 @@ CREATE TABLE IF NOT EXISTS schema_version (
 );
 
 INSERT OR IGNORE INTO schema_version(version) VALUES (1);
+
+-- Version 2: the history of every row (SPEC 6b). tx gains prev_rsp_code
+-- (NULL by default): a transition sets it to the rsp_code it replaces and
+-- returns it for the history entry. ALTER TABLE ADD COLUMN is not
+-- idempotent, so Open runs it only when the column is missing
+-- (sqlite.go, applySchema).
+--
+-- The history itself: One entry per change of a
+-- tx row, written in the same transaction, never updated; see the package
+-- doc ("History") for the chain. at is the transaction's time,
+-- 'YYYY-MM-DD HH:MM:SS.ffffff' UTC; took_us the core call's duration in
+-- microseconds (0: no call); an empty state is "no row".
+CREATE TABLE IF NOT EXISTS history (
+    chain        TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    prev_hash    TEXT NOT NULL,
+    hash         TEXT NOT NULL,
+    guid         TEXT NOT NULL,
+    at           TEXT NOT NULL,
+    state_before TEXT NOT NULL,
+    rsp_before   TEXT NOT NULL,
+    state_after  TEXT NOT NULL,
+    rsp_after    TEXT NOT NULL,
+    attempts     INTEGER NOT NULL,
+    command      TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    reason       TEXT NOT NULL,
+    http_status  INTEGER NOT NULL,
+    took_us      INTEGER NOT NULL,
+    PRIMARY KEY (chain, seq)
+);
+
+-- ledger history GUID reads one GUID's entries.
+CREATE INDEX IF NOT EXISTS history_guid ON history(guid);
+
+-- One row per chain: its writer, its head (the last entry appended, so
+-- that removing the last entries shows) and its cut (the last entry a
+-- purge of history removed, whose hash the first remaining entry links
+-- to).
+CREATE TABLE IF NOT EXISTS history_chain (
+    chain      TEXT PRIMARY KEY NOT NULL,
+    command    TEXT NOT NULL,
+    host       TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    head_seq   INTEGER NOT NULL,
+    head_hash  TEXT NOT NULL,
+    cut_seq    INTEGER NOT NULL DEFAULT 0,
+    cut_hash   TEXT NOT NULL DEFAULT ''
+);
+
+INSERT OR IGNORE INTO schema_version(version) VALUES (2);

@@ -32,3 +32,47 @@ CREATE TABLE IF NOT EXISTS schema_version (
 );
 
 INSERT INTO schema_version(version) VALUES (1) ON CONFLICT DO NOTHING;
+
+-- Version 2: the history of every row (SPEC 6b), as in schema.sql, and
+-- tx.prev_rsp_code, the rsp_code a transition replaced (for the entry),
+-- added by Open only when missing (postgres.go): an ALTER TABLE, even one
+-- that finds the column there, locks tx against every relay for a moment.
+-- Each relay appends to its own chain (its own rows of history and its own
+-- row of history_chain), so the history adds no lock shared across relays.
+
+CREATE TABLE IF NOT EXISTS history (
+    chain        text NOT NULL,
+    seq          bigint NOT NULL,
+    prev_hash    text NOT NULL,
+    hash         text NOT NULL,
+    guid         text NOT NULL,
+    at           timestamptz NOT NULL,  -- the server's clock_timestamp() before the COMMIT
+    state_before text NOT NULL,
+    rsp_before   text NOT NULL,
+    state_after  text NOT NULL,
+    rsp_after    text NOT NULL,
+    attempts     integer NOT NULL,
+    command      text NOT NULL,
+    host         text NOT NULL,
+    pid          integer NOT NULL,
+    reason       text NOT NULL,
+    http_status  integer NOT NULL,
+    took_us      bigint NOT NULL,
+    PRIMARY KEY (chain, seq)
+);
+
+CREATE INDEX IF NOT EXISTS history_guid ON history(guid);
+
+CREATE TABLE IF NOT EXISTS history_chain (
+    chain      text PRIMARY KEY,
+    command    text NOT NULL,
+    host       text NOT NULL,
+    pid        integer NOT NULL,
+    started_at timestamptz NOT NULL,
+    head_seq   bigint NOT NULL,
+    head_hash  text NOT NULL,
+    cut_seq    bigint NOT NULL DEFAULT 0,
+    cut_hash   text NOT NULL DEFAULT ''
+);
+
+INSERT INTO schema_version(version) VALUES (2) ON CONFLICT DO NOTHING;

@@ -40,6 +40,7 @@ type sqliteStore struct {
 	queue      // the writer's
 	writerDone chan struct{}
 	ncommits   atomic.Uint64
+	chain      *chain // the writer's history chain
 }
 
 func openSQLite(path string, cfg config) (*sqliteStore, string, error) {
@@ -61,6 +62,7 @@ func openSQLite(path string, cfg config) (*sqliteStore, string, error) {
 		cfg:        cfg,
 		queue:      newQueue(4 * cfg.maxBatch),
 		writerDone: make(chan struct{}),
+		chain:      cfg.chain,
 	}
 	fail := func(err error) (*sqliteStore, string, error) {
 		if s.wconn != nil {
@@ -256,6 +258,15 @@ func applySchema(ctx context.Context, c *sql.Conn, mustExist bool) (err error) {
 	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
 		return fmt.Errorf("apply schema.sql: %w", err)
 	}
+	var hasPrev int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('tx') WHERE name = 'prev_rsp_code'`).Scan(&hasPrev); err != nil {
+		return fmt.Errorf("read tx columns: %w", err)
+	}
+	if hasPrev == 0 {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE tx ADD COLUMN prev_rsp_code TEXT`); err != nil {
+			return fmt.Errorf("add tx.prev_rsp_code: %w", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit schema: %w", err)
 	}
@@ -359,9 +370,43 @@ func (s *sqliteStore) close() error {
 }
 
 // sqliteTx runs an operation's statements in the writer's transaction.
-type sqliteTx struct{ tx *sql.Tx }
+type sqliteTx struct {
+	tx *sql.Tx
+	o  *op // records the history entries
+}
+
+func (t sqliteTx) change(q string, args []any, entry func(scanner) (pending, error)) (int64, error) {
+	rows, err := t.tx.Query(q, args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	for rows.Next() {
+		p, err := entry(rows)
+		if err != nil {
+			return n, err
+		}
+		t.o.entries = append(t.o.entries, p)
+		n++
+	}
+	return n, rows.Err()
+}
+
+func (t sqliteTx) changeOne(q string, args []any, p pending) (int64, error) {
+	res, err := t.tx.Exec(q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return recordOne(res.RowsAffected, t.o, p)
+}
+
+func (t sqliteTx) note(p pending) { t.o.entries = append(t.o.entries, p) }
 
 func (t sqliteTx) exec(q string, args ...any) (int64, error) {
+	if err := notTxWrite(q); err != nil {
+		return 0, err
+	}
 	res, err := t.tx.Exec(q, args...)
 	if err != nil {
 		return 0, err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +67,25 @@ type opFunc func(s stmts) error
 // stmts runs one write operation's statements, written with '?'
 // placeholders.
 type stmts interface {
-	// exec runs a statement and returns the number of rows it affected.
+	// change runs a statement that changes tx rows (INSERT, UPDATE or
+	// DELETE) with a RETURNING clause: one result row per row changed,
+	// which entry turns into that change's history entry. So every change
+	// of a row has its entry, in the same transaction, by construction
+	// (SPEC 6b); the writer chains the entries before its COMMIT. It
+	// returns how many rows changed.
+	change(q string, args []any, entry func(scanner) (pending, error)) (int64, error)
+	// changeOne runs a statement that changes at most one tx row and has
+	// no RETURNING clause; if it changed one, p is that change's entry.
+	// For changes whose entry is known beforehand (a claim's insert, or a
+	// transition whose row was read first): a RETURNING clause costs SQLite
+	// a temporary table per statement.
+	changeOne(q string, args []any, p pending) (int64, error)
+	// note records a history entry that changes no row (a purge of
+	// history).
+	note(p pending)
+	// exec runs a statement that changes no tx row (the history tables'
+	// own upkeep: ledger copy, purge of history) and returns the number of
+	// rows it affected. A change of tx rows goes through change.
 	exec(q string, args ...any) (int64, error)
 	// queryRow runs a statement that returns at most one row; a missing
 	// row is errNoRows from Scan.
@@ -74,6 +93,33 @@ type stmts interface {
 	// rerun reports whether an earlier run of this operation failed after
 	// its statement was sent: its write may have landed.
 	rerun() bool
+}
+
+// txWrite matches a statement that writes tx rows.
+var txWrite = regexp.MustCompile(`(?is)^\s*(insert\s+into|update|delete\s+from)\s+tx\b`)
+
+// notTxWrite refuses, in every store's exec, a statement that writes tx
+// rows: those go through change, which writes their history.
+func notTxWrite(q string) error {
+	if txWrite.MatchString(q) {
+		return errors.New("ledger: a change of tx rows must go through change, which writes its history")
+	}
+	return nil
+}
+
+// recordOne records p for o when the statement changed one row; more than
+// one is a bug of the statement (it must name its row by key).
+func recordOne(affected func() (int64, error), o *op, p pending) (int64, error) {
+	n, err := affected()
+	switch {
+	case err != nil:
+		return 0, err
+	case n > 1:
+		return n, fmt.Errorf("ledger: a statement meant to change one row changed %d", n)
+	case n == 1:
+		o.entries = append(o.entries, p)
+	}
+	return n, nil
 }
 
 // querier runs read queries.
@@ -124,6 +170,19 @@ type dialect struct {
 	// skipLocked ends a sub-select of rows to delete: with several
 	// processes purging one database, each takes rows nobody else holds.
 	skipLocked string
+	// atArg is a history entry's At as a query argument.
+	atArg func(t time.Time) any
+	// historyOlderThan is the condition and argument for "a history entry
+	// more than age old, by the database's clock".
+	historyOlderThan func(age time.Duration) (string, any)
+	// readsBefore: a transition reads the row's rsp_code and attempts
+	// first and changes it with changeOne, instead of one UPDATE …
+	// RETURNING. On SQLite RETURNING runs through a temporary table per
+	// statement (measured: the UPDATE's time four times over), while the
+	// writer holds the only write lock, so the row cannot change between
+	// the two. PostgreSQL returns them at no cost, under the row's lock,
+	// where a read first would be a round trip more.
+	readsBefore bool
 }
 
 var sqliteDialect = &dialect{
@@ -133,6 +192,13 @@ var sqliteDialect = &dialect{
 	// datetime('now', '-N seconds') is the same text form as updated_at.
 	olderThan:         func(age time.Duration) (string, any) { return "updated_at <= datetime('now', ?)", sqliteAgo(age) },
 	strictlyOlderThan: func(age time.Duration) (string, any) { return "updated_at < datetime('now', ?)", sqliteAgo(age) },
+	atArg:             func(t time.Time) any { return t.UTC().Format(atLayout) },
+	// strftime's %f has milliseconds, at microseconds: the text
+	// comparison is right to the millisecond.
+	historyOlderThan: func(age time.Duration) (string, any) {
+		return "at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?)", sqliteAgo(age)
+	},
+	readsBefore: true,
 }
 
 // sqliteAgo is datetime()'s modifier for age ago.
@@ -157,6 +223,10 @@ var postgresDialect = &dialect{
 		return "updated_at < CURRENT_TIMESTAMP - make_interval(secs => ?)", age.Seconds()
 	},
 	skipLocked: " FOR UPDATE SKIP LOCKED",
+	atArg:      func(t time.Time) any { return t.UTC() },
+	historyOlderThan: func(age time.Duration) (string, any) {
+		return "at < CURRENT_TIMESTAMP - make_interval(secs => ?)", age.Seconds()
+	},
 }
 
 // dollarPlaceholders numbers the '?' of q as $1, $2, …; the statements of

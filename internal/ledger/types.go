@@ -104,6 +104,9 @@ type Outcome struct {
 	State    State
 	RspCode  string
 	Response []byte
+	// Why is what the row's history entry says about the change; its
+	// Reason is required.
+	Why Why
 }
 
 // Claim is the result of (*Ledger).Claim.

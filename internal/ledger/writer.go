@@ -2,9 +2,11 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 )
 
 // do queues o for the writer and waits for its result (queue.wait). The
@@ -77,7 +79,7 @@ drain:
 	}
 
 	for _, o := range batch {
-		err := o.o.run(sqliteTx{tx})
+		err := o.runOn(sqliteTx{tx, o})
 		if err == nil || errors.Is(err, ErrStateChanged) {
 			// A refusal decided by a conditional statement that changed
 			// nothing: the op's own result, and the batch goes on.
@@ -94,12 +96,49 @@ drain:
 		s.runEach(ctx, batch)
 		return batch
 	}
+	head, err := s.appendHistory(tx, batch...)
+	if err != nil {
+		tx.Rollback()
+		s.runEach(ctx, batch)
+		return batch
+	}
 	if err := tx.Commit(); err != nil {
+		// SQLite reports its own file's failures: nothing was committed.
 		failAll(batch, fmt.Errorf("commit: %w", err))
 		return batch
 	}
+	s.chain.advance(head)
 	s.ncommits.Add(1)
 	return batch
+}
+
+// appendHistory writes the history entries the ops recorded, chained after
+// the writer's head, in tx; it returns the head they lead to, which becomes
+// the writer's once tx commits (nil when there were none). The entries'
+// time is this host's clock, which on SQLite is the database's
+// (CURRENT_TIMESTAMP reads it too).
+func (s *sqliteStore) appendHistory(tx *sql.Tx, batch ...*op) (*ChainHead, error) {
+	var ps []pending
+	for _, o := range batch {
+		if o.err == nil || errors.Is(o.err, ErrStateChanged) {
+			ps = append(ps, o.entries...)
+		}
+	}
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	if s.chain.isStale() {
+		if err := s.chain.reloadHead(sqliteTx{tx: tx}.queryRow); err != nil {
+			return nil, err
+		}
+	}
+	es, head := s.chain.seal(ps, time.Now())
+	for _, q := range s.chain.statements(sqliteDialect, es, head) {
+		if _, err := tx.Exec(q.q, q.args...); err != nil {
+			return nil, fmt.Errorf("append history: %w", err)
+		}
+	}
+	return &head, nil
 }
 
 // runEach is the slow path after a statement failed in a batch: each op in a
@@ -113,17 +152,24 @@ func (s *sqliteStore) runEach(ctx context.Context, batch []*op) {
 			o.err = fmt.Errorf("begin: %w", err)
 			continue
 		}
-		err = o.o.run(sqliteTx{tx})
+		err = o.runOn(sqliteTx{tx, o})
 		if err != nil && !errors.Is(err, ErrStateChanged) {
 			tx.Rollback()
 			o.err = err
+			continue
+		}
+		o.err = err
+		head, herr := s.appendHistory(tx, o)
+		if herr != nil {
+			tx.Rollback()
+			o.err = herr
 			continue
 		}
 		if cerr := tx.Commit(); cerr != nil {
 			o.err = fmt.Errorf("commit: %w", cerr)
 			continue
 		}
-		o.err = err
+		s.chain.advance(head)
 		s.ncommits.Add(1)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -219,6 +220,10 @@ var (
 		"Core answers recorded over a row settled FAILED while the call was under way (a lookup that came too early).", nil, nil)
 	errorsDesc = prometheus.NewDesc("lhrelay_ledger_errors_total",
 		"Ledger operations of this process that failed (the database unreachable, a lost connection, a timeout), by operation; refusals by the state machine are not errors.", []string{"op"}, nil)
+	historyHeadDesc = prometheus.NewDesc("lhrelay_ledger_history_head_seq",
+		"Sequence number of the last history entry this process appended to its chain: with lhrelay_ledger_history_head_hash, the chain's head kept outside the database, to anchor ledger audit.", []string{"chain"}, nil)
+	historyHashDesc = prometheus.NewDesc("lhrelay_ledger_history_head_hash",
+		"The first 32 bits of the hash of that entry, as a number (the whole hash is in the relay's log at every stop and every settling round).", []string{"chain"}, nil)
 )
 
 // WatchReplication exports what w last found about the ledger's
@@ -269,12 +274,21 @@ func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- conflictsDesc
 	ch <- lateAnswersDesc
 	ch <- errorsDesc
+	ch <- historyHeadDesc
+	ch <- historyHashDesc
 }
 
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(c.l.Commits()))
 	ch <- prometheus.MustNewConstMetric(conflictsDesc, prometheus.CounterValue, float64(c.l.Conflicts()))
 	ch <- prometheus.MustNewConstMetric(lateAnswersDesc, prometheus.CounterValue, float64(c.l.LateAnswers()))
+	head := c.l.ChainHead()
+	ch <- prometheus.MustNewConstMetric(historyHeadDesc, prometheus.GaugeValue, float64(head.Seq), head.Chain)
+	var prefix uint64
+	if len(head.Hash) >= 8 {
+		prefix, _ = strconv.ParseUint(head.Hash[:8], 16, 32)
+	}
+	ch <- prometheus.MustNewConstMetric(historyHashDesc, prometheus.GaugeValue, float64(prefix), head.Chain)
 	for i, n := range c.l.Errors() {
 		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(n), ledger.ErrorOps[i])
 	}

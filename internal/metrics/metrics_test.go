@@ -210,7 +210,7 @@ func TestWatchLedger(t *testing.T) {
 		_, err := led.Claim(ctx, ledger.Request{GUID: guid, TxCode: "BKTR0001", Frame: f, Body: f[generated.HeaderLen:]})
 		assert.NilError(t, err)
 		if to != "" {
-			assert.NilError(t, led.Finish(ctx, guid, 1, ledger.Outcome{State: to, RspCode: "0000", Response: f}))
+			assert.NilError(t, led.Finish(ctx, guid, 1, ledger.Outcome{Why: ledger.Why{Reason: "test"}, State: to, RspCode: "0000", Response: f}))
 		}
 	}
 	assert.DeepEqual(t, only(gather(t, m), "lhrelay_ledger_rows"), map[string]float64{

@@ -7,6 +7,7 @@
 package outcome
 
 import (
+	"fmt"
 	"time"
 
 	"lhrelay/internal/corecall"
@@ -16,9 +17,26 @@ import (
 )
 
 // Of is the record of src with the response frame as sent: the state
-// SPEC §4 gives src, its code, and the frame.
-func Of(src generated.Source, response []byte) ledger.Outcome {
-	return ledger.Outcome{State: ledger.State(src.LedgerState()), RspCode: string(src.Code()), Response: response}
+// SPEC §4 gives src, its code, the frame, and why (for the history).
+func Of(src generated.Source, response []byte, why ledger.Why) ledger.Outcome {
+	return ledger.Outcome{State: ledger.State(src.LedgerState()), RspCode: string(src.Code()), Response: response, Why: why}
+}
+
+// WhyCall is what the history says of a core call that ended in res.
+func WhyCall(res corecall.Result) ledger.Why {
+	var reason string
+	switch {
+	case res.Status != 0:
+		reason = fmt.Sprintf("core answered HTTP %d", res.Status)
+	case res.Source == generated.SourceConnectFail:
+		reason = "core not reached"
+	default:
+		reason = "no answer from the core"
+	}
+	if res.Status == 0 && res.Err != nil {
+		reason += ": " + res.Err.Error()
+	}
+	return ledger.Why{Reason: reason, HTTPStatus: res.Status, Took: res.Elapsed}
 }
 
 // OfCall appends to dst the response frame that answers the request with
@@ -33,7 +51,7 @@ func Of(src generated.Source, response []byte) ledger.Outcome {
 // the answer is built from it field by field, as for an unparseable frame.
 func OfCall(dst []byte, req *generated.Header, res corecall.Result, now time.Time) (ledger.Outcome, generated.Source) {
 	out, src := frame(dst, req, res.Source, res.Body, now)
-	return Of(src, out), src
+	return Of(src, out, WhyCall(res)), src
 }
 
 // OfLookup is the record that settles an unknown outcome of the request
@@ -47,7 +65,11 @@ func OfLookup(req *generated.Header, found corecall.Lookup, now time.Time) (o le
 		src = generated.SourceHTTP200
 	}
 	out, got := frame(nil, req, src, found.Body, now)
-	return Of(got, out), got == src
+	why := ledger.Why{Reason: fmt.Sprintf("lookup %d: never posted", found.Status), HTTPStatus: found.Status, Took: found.Elapsed}
+	if found.Posted {
+		why.Reason = fmt.Sprintf("lookup %d: posted", found.Status)
+	}
+	return Of(got, out, why), got == src
 }
 
 // NotPosted is the record that settles an unknown outcome of a transaction
@@ -55,7 +77,7 @@ func OfLookup(req *generated.Header, found corecall.Lookup, now time.Time) (o le
 // FAILED E902, since sending it again is harmless.
 func NotPosted(req *generated.Header, now time.Time) ledger.Outcome {
 	out, src := frame(nil, req, generated.SourceConnectFail, nil, now)
-	return Of(src, out)
+	return Of(src, out, ledger.Why{Reason: "no lookup declared (a read): settled as never posted, without a core call"})
 }
 
 // AnswerBeforeRecord reports whether the answer src may go out to the

@@ -166,7 +166,8 @@ func (c *conn) process(st *frameState) []byte {
 				st.err = err
 				s.log.Error("ledger claim not confirmed; answering CONNECT_FAIL, nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
 				out := c.answer(st, generated.SourceConnectFail)
-				s.abandon(uc.GUID, uc.Attempts, tx.Code, outcome.Of(generated.SourceConnectFail, out))
+				s.abandon(uc.GUID, uc.Attempts, tx.Code, outcome.Of(generated.SourceConnectFail, out,
+					ledger.Why{Reason: "claim's commit not confirmed by the database; the core was not called: " + errText(err)}))
 				return out
 			}
 			s.log.Error("ledger claim failed; answering from the row as read, or CONNECT_FAIL: nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
@@ -199,7 +200,11 @@ func (c *conn) process(st *frameState) []byte {
 	}
 	c.keepOut(out)
 	if st.owned {
-		out = c.record(st, src, out)
+		why := outcome.WhyCall(res)
+		if !sent {
+			why = ledger.Why{Reason: "core not called: " + errText(res.Err)}
+		}
+		out = c.record(st, src, out, why)
 	}
 	st.out = out
 	st.stage = stageRecorded
@@ -234,14 +239,14 @@ func (c *conn) notOwned(st *frameState, claim ledger.Claim) []byte {
 // by the transaction's own lookup declaration) goes out while its outcome's
 // commit is on the way; any other waits for the commit and, if the outcome
 // could not be recorded, becomes E901 (package comment).
-func (c *conn) record(st *frameState, src generated.Source, out []byte) []byte {
+func (c *conn) record(st *frameState, src generated.Source, out []byte, why ledger.Why) []byte {
 	s := c.s
 	st.state = ledger.State(src.LedgerState())
 	if outcome.AnswerBeforeRecord(st.tx, src) {
-		s.finishLater(st, c.remote, src, out)
+		s.finishLater(st, c.remote, src, out, why)
 		return out
 	}
-	if err := s.finish(st.hdr.GUID, st.attempts, src, out); err != nil {
+	if err := s.finish(st.hdr.GUID, st.attempts, src, out, why); err != nil {
 		st.err = errors.Join(st.err, err)
 		st.state = ledger.StateSent
 		if errors.Is(err, ledger.ErrReclaimed) {
@@ -258,10 +263,18 @@ func (c *conn) record(st *frameState, src generated.Source, out []byte) []byte {
 // finish records an owned request's outcome and waits for the commit. It
 // runs even while the server stops (no SENT row is left by a clean stop),
 // bounded by LedgerTimeout.
-func (s *Server) finish(guid string, attempts int, src generated.Source, out []byte) error {
+func (s *Server) finish(guid string, attempts int, src generated.Source, out []byte, why ledger.Why) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
 	defer cancel()
-	return s.ledger.Finish(ctx, guid, attempts, outcome.Of(src, out))
+	return s.ledger.Finish(ctx, guid, attempts, outcome.Of(src, out, why))
+}
+
+// errText is err's text, or "no error".
+func errText(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
 }
 
 // finishLater queues an owned request's outcome and returns at once, or
@@ -269,12 +282,12 @@ func (s *Server) finish(guid string, attempts int, src generated.Source, out []b
 // it is logged when it happens, with the GUID, and leaves the row SENT for
 // resolve --stale-sent. Shutdown and Close wait for every queued outcome
 // (no SENT row is left by a clean stop).
-func (s *Server) finishLater(st *frameState, remote string, src generated.Source, out []byte) {
+func (s *Server) finishLater(st *frameState, remote string, src generated.Source, out []byte, why ledger.Why) {
 	guid, tx, attempts := st.guid, st.tx.Code, st.attempts
 	s.recording.add()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
 	defer cancel()
-	err := s.ledger.FinishLater(ctx, guid, attempts, outcome.Of(src, out), func(err error) {
+	err := s.ledger.FinishLater(ctx, guid, attempts, outcome.Of(src, out, why), func(err error) {
 		if err == nil {
 			s.recording.done()
 			return
@@ -363,7 +376,7 @@ func (c *conn) recoverFrame(st *frameState, p any) []byte {
 	}
 	out := c.answer(st, src)
 	if st.owned {
-		if err := s.finish(st.hdr.GUID, st.attempts, src, out); err != nil {
+		if err := s.finish(st.hdr.GUID, st.attempts, src, out, ledger.Why{Reason: fmt.Sprintf("relay panicked at stage %s: %v", st.stage, p)}); err != nil {
 			s.log.Error("ledger: panic outcome not recorded; row stays SENT for resolve --stale-sent", "guid", st.hdr.GUID, "rsp", string(src.Code()), "err", err)
 		} else {
 			st.state = ledger.State(src.LedgerState())

@@ -217,6 +217,12 @@ func TestE2EStoredStates(t *testing.T) {
 		s.guidReused(t)
 		assert.Equal(t, core.calls.Load(), int64(1))
 		assert.Equal(t, len(held.arrived), 0, "never resent")
+
+		es, err := e.led.History(context.Background(), guid)
+		assert.NilError(t, err)
+		assert.Equal(t, len(es), 2)
+		assert.Check(t, es[1].StateAfter == ledger.StateUnknown && es[1].RspAfter == string(generated.RspReadTimeout))
+		assert.Check(t, es[1].Took >= 100*time.Millisecond, "took %v", es[1].Took)
 	})
 
 	t.Run("FAILED is resent once and ends DONE with attempts 2", func(t *testing.T) {
@@ -250,6 +256,27 @@ func TestE2EStoredStates(t *testing.T) {
 		again := s.sendUnchanged(t, frame, generated.RspHTTP200)
 		assert.Assert(t, bytes.Equal(again.raw, resent.raw))
 		s.guidReused(t)
+
+		// One entry per change, none for the refusals and the replay.
+		es, err := e.led.History(context.Background(), guid)
+		assert.NilError(t, err)
+		assert.Equal(t, len(es), 4)
+		for i, want := range []struct {
+			before, after ledger.State
+			reason        string
+			status        int
+		}{
+			{"", ledger.StateSent, "claimed: new GUID", 0},
+			{ledger.StateSent, ledger.StateFailed, "core not reached: ", 0},
+			{ledger.StateFailed, ledger.StateSent, "re-claimed by the channel's resend", 0},
+			{ledger.StateSent, ledger.StateDone, "core answered HTTP 200", 200},
+		} {
+			assert.Check(t, es[i].StateBefore == want.before && es[i].StateAfter == want.after, "entry %d: %+v", i, es[i])
+			assert.Check(t, strings.HasPrefix(es[i].Reason, want.reason), "entry %d: %q", i, es[i].Reason)
+			assert.Check(t, es[i].HTTPStatus == want.status, "entry %d: %+v", i, es[i])
+			assert.Check(t, es[i].Chain == e.led.ChainHead().Chain)
+		}
+		assert.Check(t, es[3].Took > 0)
 	})
 
 	t.Run("E101 and E102 write no row and leave the GUID free", func(t *testing.T) {
@@ -314,7 +341,7 @@ func TestE2EManyChannelsOneLedger(t *testing.T) {
 			if _, err = batch.Stats(context.Background()); err != nil {
 				return
 			}
-			if _, err = batch.PurgeDone(context.Background(), time.Hour, false); err != nil {
+			if _, err = batch.PurgeDone(context.Background(), time.Hour, false, "purged by the test"); err != nil {
 				return
 			}
 		}

@@ -150,9 +150,9 @@ func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 	}
 	unknown, failed, sent := newGUID(), newGUID(), newGUID()
 	claimed(unknown)
-	assert.NilError(t, e.led.Finish(ctx, unknown, 1, ledger.Outcome{State: ledger.StateUnknown, RspCode: string(generated.RspReadTimeout)}))
+	assert.NilError(t, e.led.Finish(ctx, unknown, 1, ledger.Outcome{Why: ledger.Why{Reason: "test"}, State: ledger.StateUnknown, RspCode: string(generated.RspReadTimeout)}))
 	claimed(failed)
-	assert.NilError(t, e.led.Finish(ctx, failed, 1, ledger.Outcome{State: ledger.StateFailed, RspCode: string(generated.RspConnectFail)}))
+	assert.NilError(t, e.led.Finish(ctx, failed, 1, ledger.Outcome{Why: ledger.Why{Reason: "test"}, State: ledger.StateFailed, RspCode: string(generated.RspConnectFail)}))
 	claimed(sent)
 
 	// Take the only slot with a call the core holds.

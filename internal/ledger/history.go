@@ -1,0 +1,333 @@
+package ledger
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Actor is who changes rows: the command, its host and process, and the
+// instance that names its history chain (a relay's id chosen at start, a
+// batch run's id). Every history entry it writes carries it.
+type Actor struct {
+	Command  string
+	Host     string
+	PID      int
+	Instance string
+}
+
+// NewActor is this process as command, with a fresh random instance id
+// ("relay-3f9c…"): two starts of one command on one host never share a
+// chain.
+func NewActor(command string) Actor {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return Actor{Command: command, Host: host, PID: os.Getpid(), Instance: command + "-" + hex.EncodeToString(b[:])}
+}
+
+func (a Actor) String() string {
+	return fmt.Sprintf("%s on %s pid %d (%s)", a.Command, a.Host, a.PID, a.Instance)
+}
+
+// WithActor names who writes through this Ledger (NewActor). Without it a
+// Ledger is NewActor of the program's file name.
+func WithActor(a Actor) Option {
+	return func(c *config) { c.actor = a }
+}
+
+// Why is what a history entry says about a change: the reason in words
+// (SPEC 6b: "core answered HTTP 200", "lookup 404") and, when a core call
+// or lookup decided it, the core's HTTP status (0: no answer) and how long
+// the call took.
+type Why struct {
+	Reason     string
+	HTTPStatus int
+	Took       time.Duration
+}
+
+// Entry is one history entry: one change of one row (SPEC 6b), or a note
+// of the ledger's own (GUID "": a purge of history).
+type Entry struct {
+	// Chain names the writer's chain (its Actor.Instance); Seq numbers its
+	// entries from 1; PrevHash is the hash of entry Seq-1 ("" for the
+	// first), Hash this entry's (hex SHA-256, see entryHash).
+	Chain    string
+	Seq      int64
+	PrevHash string
+	Hash     string
+
+	GUID string
+	// At is the time by the database's clock (on SQLite, this host's), to
+	// the microsecond, taken once the change's transaction had made its
+	// changes and before its COMMIT: of two changes of one row, the first
+	// has the earlier (or the same) time.
+	At time.Time
+	// Before and After: the row's state and rsp_code; an empty state is
+	// "no row" (before a claim, after a purge).
+	StateBefore State
+	RspBefore   string
+	StateAfter  State
+	RspAfter    string
+	// Attempts is the row's attempts after the change (before it, for a
+	// purge).
+	Attempts int
+
+	Command string
+	Host    string
+	PID     int
+
+	Why
+}
+
+// pending is an entry as an operation records it; the writer adds the
+// actor, the time and the chain when its transaction commits.
+type pending struct {
+	guid                    string
+	stateBefore, stateAfter State
+	rspBefore, rspAfter     string
+	attempts                int
+	why                     Why
+}
+
+// atLayout is how At is stored on SQLite and hashed on both stores.
+const atLayout = "2006-01-02 15:04:05.000000"
+
+// entryHash is the hash of e: SHA-256 over a canonical encoding of every
+// field but Hash (PrevHash included, which links it to the entry before):
+// a version tag, then each field as its length (uvarint) and bytes,
+// numbers in decimal, At in UTC to the microsecond. Lengths make the
+// encoding unambiguous ("ab"+"c" is not "a"+"bc").
+func entryHash(e *Entry) string {
+	h := sha256.New()
+	var lb [binary.MaxVarintLen64]byte
+	field := func(s string) {
+		h.Write(lb[:binary.PutUvarint(lb[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	field("lhrelay-history-1")
+	field(e.Chain)
+	field(strconv.FormatInt(e.Seq, 10))
+	field(e.PrevHash)
+	field(e.GUID)
+	field(e.At.UTC().Format(atLayout))
+	field(string(e.StateBefore))
+	field(e.RspBefore)
+	field(string(e.StateAfter))
+	field(e.RspAfter)
+	field(strconv.Itoa(e.Attempts))
+	field(e.Command)
+	field(e.Host)
+	field(strconv.Itoa(e.PID))
+	field(e.Reason)
+	field(strconv.Itoa(e.HTTPStatus))
+	field(strconv.FormatInt(e.Took.Microseconds(), 10))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ChainHead is the last entry of a chain: what an operator publishes to
+// anchor it (see the package doc, "History").
+type ChainHead struct {
+	Chain string
+	Seq   int64
+	Hash  string
+}
+
+// chain is the writer's own chain: only the writer goroutine appends; the
+// head is read by others (ChainHead), hence the mutex.
+type chain struct {
+	actor Actor
+
+	mu   sync.Mutex
+	head ChainHead
+	// stale: a COMMIT's outcome was unknown, so the head in the database
+	// may be ahead of this one; the next transaction reads it first.
+	stale bool
+}
+
+func newChain(a Actor) *chain {
+	if a.Instance == "" {
+		a = NewActor(filepath.Base(os.Args[0]))
+	}
+	return &chain{actor: a, head: ChainHead{Chain: a.Instance}, stale: true}
+}
+
+func (c *chain) current() ChainHead {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.head
+}
+
+// seal turns a transaction's pending entries into entries after the head,
+// at time at, and returns them with the head they lead to; the head moves
+// only when the transaction commits (advance).
+func (c *chain) seal(ps []pending, at time.Time) ([]Entry, ChainHead) {
+	head := c.current()
+	at = at.UTC().Truncate(time.Microsecond)
+	out := make([]Entry, len(ps))
+	for i, p := range ps {
+		e := &out[i]
+		*e = Entry{
+			Chain: head.Chain, Seq: head.Seq + 1, PrevHash: head.Hash,
+			GUID: p.guid, At: at,
+			StateBefore: p.stateBefore, RspBefore: p.rspBefore, StateAfter: p.stateAfter, RspAfter: p.rspAfter,
+			Attempts: p.attempts,
+			Command:  c.actor.Command, Host: c.actor.Host, PID: c.actor.PID,
+			Why: p.why,
+		}
+		e.Hash = entryHash(e)
+		head.Seq, head.Hash = e.Seq, e.Hash
+	}
+	return out, head
+}
+
+// advance makes h the head once the transaction that appended up to it
+// committed; nil (no entries appended) leaves the head, and whether it is
+// stale, as they were.
+func (c *chain) advance(h *ChainHead) {
+	if h == nil {
+		return
+	}
+	c.mu.Lock()
+	c.head, c.stale = *h, false
+	c.mu.Unlock()
+}
+
+func (c *chain) markStale() {
+	c.mu.Lock()
+	c.stale = true
+	c.mu.Unlock()
+}
+
+func (c *chain) isStale() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stale
+}
+
+// The history's statements. history_chain holds each chain's head (so that
+// removing a chain's last entries is seen) and its cut (the last entry a
+// purge of history removed, so that the first entry left still verifies).
+const (
+	historyColumns = `chain, seq, prev_hash, hash, guid, at, state_before, rsp_before, state_after, rsp_after, attempts, command, host, pid, reason, http_status, took_us`
+	historyMarks   = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+	sqlChainHead = `SELECT head_seq, head_hash FROM history_chain WHERE chain = ?`
+
+	sqlChainUpsert = `INSERT INTO history_chain(chain, command, host, pid, started_at, head_seq, head_hash, cut_seq, cut_hash)
+VALUES (?, ?, ?, ?, ?, ?, ?, 0, '')
+ON CONFLICT (chain) DO UPDATE SET head_seq = excluded.head_seq, head_hash = excluded.head_hash`
+)
+
+// historyInserts are the statements that append entries, in the form
+// each store runs cheapest. Their text does not depend on how many entries
+// there are, so the drivers' statement caches keep them prepared:
+// SQLite runs cached multi-row and single-row INSERTs (below);
+// PostgreSQL inserts them all in
+// one statement from arrays (unnest), one parse and plan however many.
+func historyInserts(d *dialect, es []Entry) []histStmt {
+	if d == postgresDialect {
+		return []histStmt{pgHistoryInsert(es)}
+	}
+	var qs []histStmt
+	for len(es) > 0 {
+		n := 1
+		if len(es) >= sqliteHistoryRows {
+			n = sqliteHistoryRows
+		}
+		args := make([]any, 0, 17*n)
+		for i := range es[:n] {
+			e := &es[i]
+			args = append(args, e.Chain, e.Seq, e.PrevHash, e.Hash, e.GUID, d.atArg(e.At),
+				string(e.StateBefore), e.RspBefore, string(e.StateAfter), e.RspAfter, e.Attempts,
+				e.Command, e.Host, e.PID, e.Reason, e.HTTPStatus, e.Took.Microseconds())
+		}
+		q := sqlHistoryInsertOne
+		if n > 1 {
+			q = sqlHistoryInsertMany
+		}
+		qs = append(qs, histStmt{q, args})
+		es = es[n:]
+	}
+	return qs
+}
+
+// On SQLite, entries go in sqliteHistoryRows at a time while there are
+// that many, then one at a time: two statement texts, both kept prepared.
+const sqliteHistoryRows = 32
+
+var (
+	sqlHistoryInsertOne  = `INSERT INTO history(` + historyColumns + `) VALUES ` + historyMarks
+	sqlHistoryInsertMany = `INSERT INTO history(` + historyColumns + `) VALUES ` + strings.TrimSuffix(strings.Repeat(historyMarks+", ", sqliteHistoryRows), ", ")
+)
+
+const sqlPgHistoryInsert = `INSERT INTO history(` + historyColumns + `) SELECT * FROM unnest(
+?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::timestamptz[], ?::text[], ?::text[], ?::text[], ?::text[],
+?::int[], ?::text[], ?::text[], ?::int[], ?::text[], ?::int[], ?::bigint[])`
+
+func pgHistoryInsert(es []Entry) histStmt {
+	n := len(es)
+	var (
+		chain, prev, hash, guid, sb, rb, sa, ra, cmd, host, reason = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		seq, took                                                  = make([]int64, n), make([]int64, n)
+		attempts, pid, status                                      = make([]int32, n), make([]int32, n), make([]int32, n)
+		at                                                         = make([]time.Time, n)
+	)
+	for i := range es {
+		e := &es[i]
+		chain[i], seq[i], prev[i], hash[i], guid[i], at[i] = e.Chain, e.Seq, e.PrevHash, e.Hash, e.GUID, e.At.UTC()
+		sb[i], rb[i], sa[i], ra[i], attempts[i] = string(e.StateBefore), e.RspBefore, string(e.StateAfter), e.RspAfter, int32(e.Attempts)
+		cmd[i], host[i], pid[i], reason[i], status[i], took[i] = e.Command, e.Host, int32(e.PID), e.Reason, int32(e.HTTPStatus), e.Took.Microseconds()
+	}
+	return histStmt{sqlPgHistoryInsert, []any{chain, seq, prev, hash, guid, at, sb, rb, sa, ra, attempts, cmd, host, pid, reason, status, took}}
+}
+
+// statements are what a store's writer runs to append a transaction's
+// entries and move the chain's head, after the operations' own statements
+// and before the COMMIT.
+func (c *chain) statements(d *dialect, es []Entry, head ChainHead) []histStmt {
+	qs := historyInserts(d, es)
+	a := c.actor
+	return append(qs, histStmt{sqlChainUpsert, []any{head.Chain, a.Command, a.Host, a.PID, d.atArg(time.Now()), head.Seq, head.Hash}})
+}
+
+// histStmt is one statement with its arguments.
+type histStmt struct {
+	q    string
+	args []any
+}
+
+// reloadHead reads the chain's head from the database (after a COMMIT whose
+// outcome was unknown, or at the first transaction), inside the writer's
+// transaction.
+func (c *chain) reloadHead(read func(q string, args ...any) scanner) error {
+	var seq nullInt
+	var hash nullString
+	err := read(sqlChainHead, c.actor.Instance).Scan(&seq, &hash)
+	if err != nil && !errors.Is(err, errNoRows) {
+		return fmt.Errorf("read history chain head: %w", err)
+	}
+	c.advance(&ChainHead{Chain: c.actor.Instance, Seq: seq.Int64, Hash: hash.String})
+	return nil
+}
+
+// ChainHead is the head of the history chain this Ledger writes: its
+// instance, the last entry's sequence number and hash (0 and "" before the
+// first). Publishing it (the relay logs it and exports it as a metric)
+// anchors the chain outside the database.
+func (l *Ledger) ChainHead() ChainHead { return l.chain.current() }
+
+// Actor is who this Ledger's history entries name.
+func (l *Ledger) Actor() Actor { return l.chain.actor }
