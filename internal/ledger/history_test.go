@@ -458,3 +458,53 @@ func TestNoChangeOfTxWithoutHistory(t *testing.T) {
 		}
 	})
 }
+
+// TestHistoryOfLateAnswersAndAbandonedClaims: the transitions of SPEC 6's
+// late core answer and unconfirmed claim write their entries, and a late
+// answer that finds the row re-claimed leaves a conflict entry on it
+// without changing it.
+func TestHistoryOfLateAnswersAndAbandonedClaims(t *testing.T) {
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		ctx := context.Background()
+		settled := Outcome{State: StateFailed, RspCode: codeNoConnect, Why: Why{Reason: "stale SENT, lookup 404: never posted", HTTPStatus: 404}}
+		answered := func(g string) Outcome {
+			return Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(g, codeOK), Why: Why{Reason: "core answered HTTP 200", HTTPStatus: 200}}
+		}
+
+		late := request(txTransfer, newGUID(), sentAt1, bodyA)
+		_, err := l.Claim(ctx, late)
+		assert.NilError(t, err)
+		assert.NilError(t, l.Transition(ctx, late.GUID, StateSent, settled))
+		assert.NilError(t, l.Finish(ctx, late.GUID, 1, answered(late.GUID)))
+		es := history(t, l, late.GUID)
+		assert.DeepEqual(t, changesOf(es)[2], change{StateFailed, StateDone, codeNoConnect, codeOK, 1,
+			"late answer, recorded over FAILED (settled while the call was under way): core answered HTTP 200"})
+
+		conflict := request(txTransfer, newGUID(), sentAt1, bodyA)
+		_, err = l.Claim(ctx, conflict)
+		assert.NilError(t, err)
+		assert.NilError(t, l.Transition(ctx, conflict.GUID, StateSent, settled))
+		c, err := l.Claim(ctx, conflict) // the channel's resend re-claims it
+		assert.NilError(t, err)
+		assert.Equal(t, c.Attempts, 2)
+		err = l.Finish(ctx, conflict.GUID, 1, answered(conflict.GUID))
+		assert.Check(t, errors.Is(err, ErrReclaimed), "%v", err)
+		es = history(t, l, conflict.GUID)
+		assert.Equal(t, len(es), 4)
+		last := es[3]
+		assert.Check(t, last.StateBefore == StateSent && last.StateAfter == StateSent && last.Attempts == 2, "%+v", last)
+		assert.Check(t, is.Contains(last.Reason, "conflict: the core answered attempt 1 (0000: core answered HTTP 200) after the row was re-claimed (attempts 2)"))
+		row, err := l.Get(ctx, conflict.GUID)
+		assert.NilError(t, err)
+		assert.Equal(t, row.State, StateSent, "the conflict changes nothing")
+
+		abandoned := request(txTransfer, newGUID(), sentAt1, bodyA)
+		_, err = l.Claim(ctx, abandoned)
+		assert.NilError(t, err)
+		assert.NilError(t, l.AbandonClaim(ctx, abandoned.GUID, 1, Outcome{State: StateFailed, RspCode: codeNoConnect,
+			Why: Why{Reason: "claim's commit not confirmed by the database; the core was not called"}}))
+		assert.DeepEqual(t, changesOf(history(t, l, abandoned.GUID))[1], change{StateSent, StateFailed, "", codeNoConnect, 1,
+			"claim's commit not confirmed by the database; the core was not called"})
+		mustAudit(t, l)
+	})
+}
