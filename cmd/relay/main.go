@@ -238,7 +238,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "relay: --db: %v\n", err)
 		return 1
 	}
-	stopHeads := logChainHeads(led, log, chainHeadEvery)
+	// Set once the relay serves: a start refused after the ledger opened
+	// has no chain head to report.
+	stopHeads := func() {}
 	defer func() {
 		// After the server has stopped: no frame can still be recording.
 		err := led.Close()
@@ -381,6 +383,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if m != nil {
 		fmt.Fprintf(stdout, "metrics listening on http://%s\n", metricsAddr)
 	}
+	stopHeads = logChainHeads(led, log, chainHeadEvery)
 	return serve(ctx, srv, ln, o.timeout+stopMargin, log)
 }
 

@@ -138,6 +138,9 @@ func (s *pgStore) runBatch(batch []*op) []fate {
 			fates[i] = fateDone // each op's own result (nil, or a refusal)
 		}
 		return fates
+	case errors.Is(err, errNotSent):
+		c.Exec(ctx, "ROLLBACK")
+		return retryAll(err)
 	case pgconn.SafeToRetry(err):
 		return retryAll(fmt.Errorf("%w: commit: %w", errNotSent, err))
 	case isStatementError(err):
@@ -235,12 +238,17 @@ func runRounds(ctx context.Context, c *pgx.Conn, batch []*op) (begun bool, at ti
 }
 
 // commitWithHistory chains the history entries the batch's operations
-// recorded after the writer's head, at the server's time after the
-// batch's last round (at), and sends them with the chain's new head and the
-// COMMIT in one round trip. It returns the head (nil when the batch
-// recorded no entries), the writer's once the COMMIT succeeded. An error is the first statement's: a PgError before
-// the COMMIT means the COMMIT was skipped (nothing committed); any other
-// is the COMMIT's to classify.
+// recorded after the writer's head, at the server's time after the batch's
+// last round (at), writes them with the chain's new head in one round
+// trip, then sends the COMMIT. It returns the head (nil when the batch
+// recorded no entries), the writer's once the COMMIT succeeded. An error
+// before the COMMIT was sent left nothing committed: a refused statement
+// is returned as it is (the caller runs each operation alone), any other
+// is errNotSent. An error of the COMMIT is the caller's to classify.
+//
+// The COMMIT goes alone, as a simple query, and not in the history's
+// round trip: in a pgx.Batch it would be prepared first, and a connection
+// lost then would be taken for a COMMIT whose answer was lost.
 func (s *pgStore) commitWithHistory(ctx context.Context, c *pgx.Conn, batch []*op, at time.Time) (*ChainHead, error) {
 	var ps []pending
 	for _, p := range batch {
@@ -249,34 +257,47 @@ func (s *pgStore) commitWithHistory(ctx context.Context, c *pgx.Conn, batch []*o
 		}
 	}
 	var head *ChainHead
-	b := &pgx.Batch{}
 	if len(ps) > 0 {
 		if s.chain.isStale() {
 			err := s.chain.reloadHead(func(q string, args ...any) scanner {
 				return pgRow{c.QueryRow(ctx, dollarPlaceholders(q), args...)}
 			})
 			if err != nil {
-				return nil, err
+				return nil, notSentUnlessRefused(err)
 			}
 		}
 		es, h := s.chain.seal(ps, at)
 		head = &h
+		b := &pgx.Batch{}
 		for _, q := range s.chain.statements(postgresDialect, es, h) {
 			b.Queue(dollarPlaceholders(q.q), q.args...)
 		}
-	}
-	b.Queue("COMMIT")
-	res := c.SendBatch(ctx, b)
-	var first error
-	for range b.Len() {
-		if _, err := res.Exec(); err != nil && first == nil {
+		res := c.SendBatch(ctx, b)
+		var first error
+		for range b.Len() {
+			if _, err := res.Exec(); err != nil && first == nil {
+				first = err
+			}
+		}
+		if err := res.Close(); err != nil && first == nil {
 			first = err
 		}
+		if first != nil {
+			return nil, notSentUnlessRefused(first)
+		}
 	}
-	if err := res.Close(); err != nil && first == nil {
-		first = err
+	_, err := c.Exec(ctx, "COMMIT")
+	return head, err
+}
+
+// notSentUnlessRefused marks an error before the COMMIT as errNotSent,
+// unless the server refused a statement (its transaction is aborted, and
+// the caller runs each operation alone).
+func notSentUnlessRefused(err error) error {
+	if isStatementError(err) {
+		return err
 	}
-	return head, first
+	return fmt.Errorf("%w: %w", errNotSent, err)
 }
 
 // sendRound sends one round's statements as one pgx.Batch (after a BEGIN
