@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lhrelay/internal/plant"
 	"log/slog"
 	"time"
 
@@ -56,6 +57,10 @@ func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 		States:      []ledger.State{ledger.StateFailed},
 		RspCode:     string(generated.SourceConnectFail.Code()),
 		MaxAttempts: cfg.MaxAttempts,
+	}
+	if plant.On(plant.ReprocessUnknown) {
+		resendable.States = append(resendable.States, ledger.StateUnknown)
+		resendable.RspCode = ""
 	}
 	err := reprocess(ctx, l, core, cfg, resendable, s, log)
 	// Counted after the run: a row whose resend failed again may just have
@@ -155,6 +160,9 @@ func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row
 		// cannot decode (a newer relay's transaction, a changed layout)
 		// is left for a person.
 		return refusedOutcome(err), nil
+	}
+	if row.State == ledger.StateUnknown && plant.On(plant.ReprocessUnknown) {
+		_ = l.Transition(ctx, row.GUID, ledger.StateUnknown, ledger.Outcome{State: ledger.StateFailed, RspCode: string(generated.SourceConnectFail.Code())})
 	}
 	attempts, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lhrelay/internal/plant"
 	"net/http"
 	"net/http/httptrace"
 	"time"
@@ -96,7 +97,7 @@ func (c *Client) Send(ctx context.Context, p *Prepared) Result {
 		return r
 	}
 	r := Result{Source: generated.SourceReadTimeout, Err: res.err, ConnReused: tr.reused}
-	if tr.nothingSent() {
+	if tr.nothingSent() || plant.On(plant.ReadTimeoutE902) {
 		r.Source = generated.SourceConnectFail
 	}
 	r.Elapsed = time.Since(start)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"lhrelay/internal/plant"
 	"time"
 )
 
@@ -119,6 +120,11 @@ func sameRequest(storedTxCode string, stored []byte, r Request) bool {
 func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 	if err := r.validate(); err != nil {
 		return Claim{}, fmt.Errorf("ledger: claim %s: %w", r.GUID, err)
+	}
+	if plant.On(plant.ClaimSelectInsert) {
+		if c, ok := l.claimSelectInsert(ctx, r); ok {
+			return c, nil
+		}
 	}
 	var c Claim
 	err := l.st.do(ctx, operation{guid: r.GUID, run: func(tx stmts) error {
@@ -617,4 +623,21 @@ func (l *Ledger) PurgeDone(ctx context.Context, age time.Duration, dryRun bool, 
 			return total, nil
 		}
 	}
+}
+
+// claimSelectInsert is the planted mistake plant.ClaimSelectInsert: it reads
+// the row and, seeing none, writes one that overwrites whatever another
+// request inserted meanwhile. ok is false when it saw a row (the real claim
+// then decides).
+func (l *Ledger) claimSelectInsert(ctx context.Context, r Request) (Claim, bool) {
+	if _, err := l.Get(ctx, r.GUID); !errors.Is(err, ErrNotFound) {
+		return Claim{}, false
+	}
+	err := l.st.do(ctx, operation{guid: r.GUID, run: func(tx stmts) error {
+		_, err := tx.exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
+VALUES (?, ?, 'SENT', '', ?, NULL, 1, CURRENT_TIMESTAMP)
+ON CONFLICT(guid) DO UPDATE SET state = 'SENT', updated_at = CURRENT_TIMESTAMP`, r.GUID, r.TxCode, r.Frame)
+		return err
+	}})
+	return Claim{Outcome: Owned, Attempts: 1}, err == nil
 }
