@@ -1,11 +1,19 @@
 // Command coresim serves the core banking simulator (SPEC §8) over HTTP:
 //
 //	coresim --port 9201 [--listen ADDR] [--delay SECONDS] [--max-concurrent N] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE]
-//	        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+//	        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--truth FILE] [--control HOST:PORT]
 //
 // With --tls-cert and --tls-key it serves https (and with --tls-client-ca
 // requires a client certificate from those CAs), so that the relay's
 // secured core link can be tried with the project's own tools.
+//
+// --truth and --control exist for cmd/verify: the first writes the core's
+// ground truth (every transfer that arrived, every posting with its request
+// and answer, every lookup answered; JSON lines, see coresim.TruthEvent), the
+// second serves the fault controls (coresim.Server.ControlHandler: arm a
+// misbehaviour for the next requests, refuse connections for a while, count
+// the requests in flight) on a loopback listener of their own, apart from
+// the core's API. Neither is on unless asked for.
 //
 // Once it listens it prints one line to standard output,
 //
@@ -32,6 +40,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"lhrelay/internal/cliflag"
@@ -52,9 +61,11 @@ type options struct {
 	maxConc  int
 	service  time.Duration
 	tls      tlsconf.ServerFiles
+	truth    string // ground-truth log (JSON lines), for cmd/verify
+	control  string // host:port of the fault controls, for cmd/verify
 }
 
-const usageText = `usage: coresim [--port P] [--listen ADDR] [--delay SECONDS] [--max-concurrent N] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE]
+const usageText = `usage: coresim [--port P] [--listen ADDR] [--delay SECONDS] [--max-concurrent N] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE] [--truth FILE] [--control HOST:PORT]
 
 Serves the core banking simulator (SPEC sections 3 and 8).
 
@@ -79,6 +90,8 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.StringVar(&o.tls.Cert, "tls-cert", "", "PEM `file` of the certificate the relay sees: serve https (with --tls-key)")
 	fs.StringVar(&o.tls.Key, "tls-key", "", "PEM `file` of the private key of --tls-cert")
 	fs.StringVar(&o.tls.ClientCA, "tls-client-ca", "", "PEM `file` of the CAs a caller's client certificate must chain to: require one (mTLS)")
+	fs.StringVar(&o.truth, "truth", "", "append the ground truth (every transfer arrived and posted, every lookup answered; JSON lines) to `file`")
+	fs.StringVar(&o.control, "control", "", "serve the fault controls of cmd/verify on `host:port` (loopback only); off by default")
 
 	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
 		return o, err
@@ -90,6 +103,15 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		return o, err
 	}
 	o.addr = addr
+	if o.control != "" {
+		host, _, err := net.SplitHostPort(o.control)
+		if err != nil {
+			return o, fmt.Errorf("--control %q: %w", o.control, err)
+		}
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return o, fmt.Errorf("--control %q: want a loopback address: the controls make the core misbehave", o.control)
+		}
+	}
 	if o.limit <= 0 {
 		return o, fmt.Errorf("--limit %d: want a positive amount", o.limit)
 	}
@@ -133,6 +155,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// request log flushes after each burst, so nothing is left buffered.
 		defer f.Close()
 		cfg.Log = f
+	}
+	if o.truth != "" {
+		f, err := os.OpenFile(o.truth, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "coresim: --truth: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		cfg.Truth = f
 	}
 	sim := coresim.New(cfg)
 	var tlsCfg *tls.Config
@@ -178,10 +209,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"tls", tlsCfg != nil,
 		"tls_client_auth", o.tls.ClientCA != "",
 	)
-	fmt.Fprintf(stdout, "coresim listening on %s://%s\n", scheme, ln.Addr())
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	gate := &gate{srv: srv, ln: ln, tls: tlsCfg, serveErr: serveErr}
+	gate.serve(ln)
+	if o.control != "" {
+		cln, err := net.Listen("tcp", o.control)
+		if err != nil {
+			fmt.Fprintf(stderr, "coresim: --control: %v\n", err)
+			return 1
+		}
+		csrv := &http.Server{Handler: sim.ControlHandler(gate.refuse), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = csrv.Serve(cln) }()
+		defer csrv.Close()
+		fmt.Fprintf(stdout, "coresim control on http://%s\n", cln.Addr())
+	}
+	fmt.Fprintf(stdout, "coresim listening on %s://%s\n", scheme, ln.Addr())
 
 	select {
 	case err := <-serveErr:
@@ -216,4 +259,57 @@ func loadAccounts(path string) ([]coresim.Account, error) {
 		return nil, fmt.Errorf("%s: %w", path, err) // err says "accounts: line N: …"
 	}
 	return accts, nil
+}
+
+// gate lets the fault controls close the core's listener for a while, so
+// that new connections are refused, and open it again on the same address.
+type gate struct {
+	srv      *http.Server
+	tls      *tls.Config // nil: plain HTTP
+	serveErr chan<- error
+	mu       sync.Mutex
+	ln       net.Listener
+	closed   bool // refusing: Serve's error is expected
+}
+
+func (g *gate) serve(ln net.Listener) {
+	go func() {
+		err := g.srv.Serve(ln)
+		g.mu.Lock()
+		expected := g.closed || errors.Is(err, http.ErrServerClosed)
+		g.mu.Unlock()
+		if !expected {
+			g.serveErr <- err
+		}
+	}()
+}
+
+// refuse closes the listener and the idle connections (kept-alive ones
+// would otherwise still reach the core), and listens again after d.
+func (g *gate) refuse(d time.Duration) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	addr := g.ln.Addr().String()
+	_ = g.ln.Close()
+	g.srv.SetKeepAlivesEnabled(false)
+	time.AfterFunc(d, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.srv.SetKeepAlivesEnabled(true)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			g.serveErr <- fmt.Errorf("listening again after refusing: %w", err)
+			return
+		}
+		if g.tls != nil {
+			ln = tls.NewListener(ln, g.tls)
+		}
+		g.ln, g.closed = ln, false
+		g.serve(ln)
+	})
+	return nil
 }

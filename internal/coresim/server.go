@@ -1,6 +1,7 @@
 package coresim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,10 @@ type Config struct {
 	Accounts []Account
 	// Log, if not nil, receives one line per request (see New).
 	Log io.Writer
+	// Truth, if not nil, receives the core's ground truth: every transfer
+	// that arrived, every posting and every lookup answered, as JSON lines
+	// (see TruthEvent). cmd/verify checks the relay's answers against it.
+	Truth io.Writer
 	// Now is the core's clock, used for postedAt, asOf and the log's time
 	// stamps. Nil means time.Now.
 	Now func() time.Time
@@ -62,6 +67,10 @@ type Server struct {
 	now   func() time.Time
 	mux   *http.ServeMux
 	log   *requestLog // nil: no request log
+	truth *truthLog   // nil: no truth log
+
+	faults   faultQueue
+	inflight atomic.Int64
 
 	// gate holds one token per request being served when MaxConcurrent is
 	// set; nil: no bound.
@@ -142,6 +151,9 @@ func New(cfg Config) *Server {
 		s.gate = make(chan struct{}, cfg.MaxConcurrent)
 	}
 	s.service.Store(int64(cfg.Service))
+	if cfg.Truth != nil {
+		s.truth = &truthLog{w: cfg.Truth}
+	}
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/transfers", s.postTransfer)
@@ -154,6 +166,8 @@ func New(cfg Config) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.inflight.Add(1)
+	defer s.inflight.Add(-1)
 	if strings.HasPrefix(r.URL.Path, "/v1/") {
 		s.serveInTurn()
 	}
@@ -281,11 +295,31 @@ const (
 func (s *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
 	hdrGUID := r.Header.Get(headerGUID)
 	s.count(hdrGUID)
+	f := s.faults.take(false)
+	if s.truth != nil {
+		s.truth.write(TruthEvent{At: time.Now(), Ev: TruthArrive, GUID: hdrGUID, Fault: f.fault})
+	}
 
-	req, amount, msg := decodeTransfer(r, hdrGUID)
+	req, amount, raw, msg := decodeTransfer(r, hdrGUID)
 	if msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
 		return
+	}
+	switch f.fault {
+	case Fault500:
+		writeError(w, http.StatusInternalServerError, "simulated core failure (armed)")
+		return
+	case FaultResetUnposted:
+		reset(w)
+		return
+	case FaultHang:
+		select {
+		case <-r.Context().Done():
+		case <-time.After(hangTimeout):
+		}
+		return
+	case FaultDelay:
+		time.Sleep(f.delay) // not watching the caller: see SLOW below
 	}
 	if strings.HasPrefix(req.Memo, "FAIL") {
 		writeError(w, http.StatusInternalServerError, "simulated core failure (memo FAIL)")
@@ -311,7 +345,33 @@ func (s *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
 	}
 	// After a SLOW wait the caller may be gone; the write then fails, which
 	// is fine: the transfer is posted either way.
-	writeJSON(w, http.StatusOK, appendPosting(make([]byte, 0, 128), req.GUID, p))
+	answer := appendPosting(make([]byte, 0, 128), req.GUID, p)
+	if s.truth != nil {
+		s.truth.write(TruthEvent{At: time.Now(), Ev: TruthPosted, GUID: req.GUID, Request: raw, Answer: answer})
+	}
+	switch f.fault {
+	case Fault504Posted:
+		writeError(w, http.StatusGatewayTimeout, "simulated gateway timeout (armed)")
+	case FaultResetPosted:
+		reset(w)
+	case FaultGarbledPosted:
+		writeJSON(w, http.StatusOK, answer[:len(answer)/2])
+	case FaultOtherGUIDPosted:
+		writeJSON(w, http.StatusOK, appendPosting(make([]byte, 0, 128), otherGUID(req.GUID), p))
+	default:
+		writeJSON(w, http.StatusOK, answer)
+	}
+}
+
+// otherGUID is a well-formed GUID that is not g.
+func otherGUID(g string) string {
+	b := []byte(g)
+	if b[0] == '0' {
+		b[0] = '1'
+	} else {
+		b[0] = '0'
+	}
+	return string(b)
 }
 
 // count records one POST /v1/transfers in the statistics.
@@ -326,47 +386,51 @@ func (s *Server) count(hdrGUID string) {
 
 // decodeTransfer reads and checks a transfer request. It returns a non-empty
 // message, for a 400, when the request is invalid.
-func decodeTransfer(r *http.Request, hdrGUID string) (req transferRequest, amount int64, msg string) {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+func decodeTransfer(r *http.Request, hdrGUID string) (req transferRequest, amount int64, raw []byte, msg string) {
+	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return req, 0, "request body over " + strconv.Itoa(maxBody) + " bytes"
+			return req, 0, nil, "request body over " + strconv.Itoa(maxBody) + " bytes"
 		}
-		return req, 0, "invalid JSON: " + err.Error()
+		return req, 0, nil, "reading the request: " + err.Error()
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, 0, nil, "invalid JSON: " + err.Error()
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return req, 0, "invalid JSON: data after the object"
+		return req, 0, nil, "invalid JSON: data after the object"
 	}
 	switch {
 	case req.GUID == "":
-		return req, 0, "guid missing"
+		return req, 0, nil, "guid missing"
 	case !validGUID(req.GUID):
-		return req, 0, "guid must be 32 lowercase hex digits"
+		return req, 0, nil, "guid must be 32 lowercase hex digits"
 	case hdrGUID == "":
-		return req, 0, "X-GUID header missing"
+		return req, 0, nil, "X-GUID header missing"
 	case hdrGUID != req.GUID:
-		return req, 0, "X-GUID header differs from the body's guid"
+		return req, 0, nil, "X-GUID header differs from the body's guid"
 	case req.WdBank == "":
-		return req, 0, "wdBank missing"
+		return req, 0, nil, "wdBank missing"
 	case req.WdAcct == "":
-		return req, 0, "wdAcct missing"
+		return req, 0, nil, "wdAcct missing"
 	case req.DpBank == "":
-		return req, 0, "dpBank missing"
+		return req, 0, nil, "dpBank missing"
 	case req.DpAcct == "":
-		return req, 0, "dpAcct missing"
+		return req, 0, nil, "dpAcct missing"
 	case len(req.Amount) == 0:
-		return req, 0, "amount missing"
+		return req, 0, nil, "amount missing"
 	}
 	amount, ok := parseIntLiteral(req.Amount)
 	switch {
 	case !ok:
-		return req, 0, "amount must be a JSON integer, got " + truncate(string(req.Amount), 40)
+		return req, 0, nil, "amount must be a JSON integer, got " + truncate(string(req.Amount), 40)
 	case amount <= 0:
-		return req, 0, "amount must be > 0"
+		return req, 0, nil, "amount must be > 0"
 	}
-	return req, amount, ""
+	return req, amount, raw, ""
 }
 
 // parseIntLiteral accepts a JSON number written as an integer ("-?[0-9]+"; the
@@ -451,14 +515,32 @@ func appendZeroPadded(b []byte, n uint64, width int) []byte {
 
 func (s *Server) getTransfer(w http.ResponseWriter, r *http.Request) {
 	guid := r.PathValue("guid")
+	f := s.faults.take(true)
 	s.mu.Lock()
 	p, ok := s.postings[guid]
 	s.mu.Unlock()
-	if !ok {
+	status, answer := http.StatusOK, []byte(nil)
+	switch {
+	case f.fault == FaultLookupOtherGUID:
+		// About another GUID, with this one's posting if there is one.
+		if !ok {
+			p = posting{txSeq: 1}
+			copy(p.postedAt[:], "20000101000000")
+		}
+		answer = appendPosting(make([]byte, 0, 128), otherGUID(guid), p)
+	case ok:
+		answer = appendPosting(make([]byte, 0, 128), guid, p)
+	default:
+		status = http.StatusNotFound
+	}
+	if s.truth != nil && validGUID(guid) {
+		s.truth.write(TruthEvent{At: time.Now(), Ev: TruthLookup, GUID: guid, Fault: f.fault, Status: status, Answer: answer})
+	}
+	if status == http.StatusNotFound {
 		writeError(w, http.StatusNotFound, "no transfer posted with this guid")
 		return
 	}
-	writeJSON(w, http.StatusOK, appendPosting(make([]byte, 0, 128), guid, p))
+	writeJSON(w, http.StatusOK, answer)
 }
 
 type accountAnswer struct {
