@@ -1,0 +1,277 @@
+// Command verify runs seeded fault schedules against real relays and checks
+// every history against the core's ground truth (package internal/verify
+// says what a schedule is and which model the checker holds it to):
+//
+//	go run ./cmd/verify [--schedules N] [--seed S] [--first I] [--store sqlite|postgres|both]
+//	                    [--relays K] [--duration D] [--out DIR] [--plant NAME]
+//
+// It builds the relay, coresim, resolve, reprocess and purge from this tree
+// (run it from the repository) into a temporary directory, then runs
+// schedules I … I+N-1 of seed S, each on fresh processes, on each store
+// asked for. It prints one line per schedule and a summary, writes every
+// history into --out, and exits 0 only when every schedule ran and its
+// history checks.
+//
+// --plant NAME builds the commands with -tags verifybugs and switches on one
+// planted mistake (internal/plant): the run then counts the schedules whose
+// history the checker rejects, and exits 0 only when it rejects at least
+// 99 % of them.
+//
+// Exit status: 0 as above, 1 when a schedule fails (or a plant goes
+// unnoticed), 2 for bad arguments or when the commands cannot be built.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"lhrelay/internal/cliflag"
+	"lhrelay/internal/pgtest"
+	"lhrelay/internal/plant"
+	"lhrelay/internal/verify"
+)
+
+func main() {
+	os.Exit(run(cliflag.SignalContext(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type options struct {
+	schedules int
+	seed      uint64
+	first     int
+	stores    []string
+	relays    int
+	duration  time.Duration
+	out       string
+	plant     plant.Name
+}
+
+const usageText = `usage: verify [--schedules N] [--seed S] [--first I] [--store sqlite|postgres|both] [--relays K] [--duration D] [--out DIR] [--plant NAME]
+
+Runs seeded fault schedules against real relays and checks every history.
+
+`
+
+func parseArgs(args []string, usage io.Writer) (options, error) {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var o options
+	store := fs.String("store", "sqlite", "ledger `store`: sqlite, postgres or both")
+	plantName := fs.String("plant", "", "planted mistake `NAME` to switch on: "+names())
+	fs.IntVar(&o.schedules, "schedules", 20, "`number` of schedules per store")
+	fs.Uint64Var(&o.seed, "seed", 1, "`seed` the schedules are drawn from")
+	fs.IntVar(&o.first, "first", 0, "`index` of the first schedule (to re-run one)")
+	fs.IntVar(&o.relays, "relays", 2, "`number` of relays on the one ledger")
+	cliflag.SecondsVar(fs, &o.duration, "duration", 3*time.Second, "`seconds` of traffic and faults per schedule")
+	fs.StringVar(&o.out, "out", "", "`directory` for the histories (default: a new temporary one)")
+	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
+		return o, err
+	}
+	switch *store {
+	case "sqlite":
+		o.stores = []string{verify.StoreSQLite}
+	case "postgres":
+		o.stores = []string{verify.StorePostgres}
+	case "both":
+		o.stores = []string{verify.StoreSQLite, verify.StorePostgres}
+	default:
+		return o, fmt.Errorf("--store %q: want sqlite, postgres or both", *store)
+	}
+	if *plantName != "" {
+		o.plant = plant.Name(*plantName)
+		if !slices.Contains(plant.All, o.plant) {
+			return o, fmt.Errorf("--plant %q: want one of %s", *plantName, names())
+		}
+	}
+	switch {
+	case o.schedules < 1:
+		return o, fmt.Errorf("--schedules %d: want at least 1", o.schedules)
+	case o.relays < 1:
+		return o, fmt.Errorf("--relays %d: want at least 1", o.relays)
+	case o.first < 0:
+		return o, fmt.Errorf("--first %d: want 0 or more", o.first)
+	case o.store1() && o.relays > 1:
+		// One SQLite file is one relay's ledger (README): channels may go
+		// to any relay only when the ledger is shared.
+		o.relays = 1
+	}
+	return o, nil
+}
+
+// store1 reports whether only SQLite was asked for.
+func (o options) store1() bool { return len(o.stores) == 1 && o.stores[0] == verify.StoreSQLite }
+
+func names() string {
+	var s []string
+	for _, n := range plant.All {
+		s = append(s, string(n))
+	}
+	return strings.Join(s, ", ")
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseArgs(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "verify: %v\n", err)
+		return 2
+	}
+	if o.out == "" {
+		if o.out, err = os.MkdirTemp("", "lhrelay-verify-"); err != nil {
+			fmt.Fprintf(stderr, "verify: --out: %v\n", err)
+			return 2
+		}
+	} else if err := os.MkdirAll(o.out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "verify: --out: %v\n", err)
+		return 2
+	}
+	bin, err := os.MkdirTemp("", "lhrelay-verify-bin-")
+	if err != nil {
+		fmt.Fprintf(stderr, "verify: %v\n", err)
+		return 2
+	}
+	defer os.RemoveAll(bin)
+	if err := build(ctx, bin, o.plant != "", stderr); err != nil {
+		fmt.Fprintf(stderr, "verify: building the commands: %v\n", err)
+		return 2
+	}
+	cfg := &verify.Config{Bin: bin, Relays: o.relays, Duration: o.duration, Out: o.out, Plant: o.plant}
+	if slices.Contains(o.stores, verify.StorePostgres) {
+		pg, err := pgtest.StartServer()
+		if err != nil {
+			fmt.Fprintf(stderr, "verify: PostgreSQL: %v\n", err)
+			return 2
+		}
+		defer pg.Close()
+		cfg.PG = pg
+	}
+	fmt.Fprintf(stdout, "verify: seed %d, schedules %d..%d on %s, %d relays, %v each, plant %q, histories in %s\n",
+		o.seed, o.first, o.first+o.schedules-1, strings.Join(o.stores, "+"), o.relays, o.duration, o.plant, o.out)
+
+	var sum summary
+	sum.faults = map[string]int{}
+	start := time.Now()
+	for _, store := range o.stores {
+		for i := o.first; i < o.first+o.schedules; i++ {
+			if ctx.Err() != nil {
+				break
+			}
+			res := cfg.Run(ctx, cfg.NewSchedule(o.seed, i, store))
+			sum.add(res)
+			fmt.Fprintln(stdout, line(res))
+		}
+	}
+	sum.elapsed = time.Since(start)
+	sum.write(stdout, o.plant)
+	if o.plant != "" {
+		if sum.schedules > 0 && float64(sum.caught) >= 0.99*float64(sum.schedules) {
+			return 0
+		}
+		return 1
+	}
+	if sum.failed > 0 || ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+// build compiles the commands a schedule runs.
+func build(ctx context.Context, dir string, planted bool, stderr io.Writer) error {
+	args := []string{"build", "-o", dir + "/"}
+	if planted {
+		args = append(args, "-tags", "verifybugs")
+	}
+	args = append(args, "./cmd/relay", "./cmd/coresim", "./cmd/resolve", "./cmd/reprocess", "./cmd/purge")
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	return cmd.Run()
+}
+
+func line(r verify.Result) string {
+	status := "ok"
+	switch {
+	case len(r.RunErrs) > 0:
+		status = "ERROR"
+	case len(r.Violations) > 0:
+		status = "VIOLATION"
+	}
+	s := fmt.Sprintf("%-9s %-8s schedule %4d seed %d: %d GUIDs, %d attempts, %d posted, %d faults, %d violations, %.1fs",
+		status, r.Schedule.Store, r.Schedule.Index, r.Schedule.Seed, r.GUIDs, r.Attempts, r.Posted, total(r.Faults), len(r.Violations), r.Elapsed.Seconds())
+	for i, v := range r.Violations {
+		if i == 3 {
+			s += fmt.Sprintf("\n    … %d more in violations.json", len(r.Violations)-3)
+			break
+		}
+		s += fmt.Sprintf("\n    %s GUID %s (seed %d schedule %d):\n      %s", v.Check, v.GUID, r.Schedule.Seed, r.Schedule.Index, strings.Join(v.Events, "\n      "))
+	}
+	for _, e := range r.RunErrs {
+		s += "\n    runner: " + e
+	}
+	return s
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+type summary struct {
+	schedules, failed, caught, errored  int
+	attempts, guids, posted, violations int
+	faults                              map[string]int
+	elapsed                             time.Duration
+}
+
+func (s *summary) add(r verify.Result) {
+	s.schedules++
+	s.attempts += r.Attempts
+	s.guids += r.GUIDs
+	s.posted += r.Posted
+	s.violations += len(r.Violations)
+	for k, v := range r.Faults {
+		s.faults[k] += v
+	}
+	if !r.OK() {
+		s.failed++
+	}
+	if len(r.RunErrs) > 0 {
+		s.errored++
+	}
+	if len(r.Violations) > 0 {
+		s.caught++
+	}
+}
+
+func (s *summary) write(w io.Writer, p plant.Name) {
+	fmt.Fprintf(w, "summary: %d schedules, %d GUIDs, %d attempts (%.0f/s), %d posted, %d violations, %d runner errors, %.0fs\n",
+		s.schedules, s.guids, s.attempts, float64(s.attempts)/s.elapsed.Seconds(), s.posted, s.violations, s.errored, s.elapsed.Seconds())
+	kinds := make([]string, 0, len(s.faults))
+	for k := range s.faults {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, s.faults[k]))
+	}
+	fmt.Fprintf(w, "faults: %s\n", strings.Join(parts, " "))
+	if p != "" {
+		fmt.Fprintf(w, "plant %s: caught in %d of %d schedules (%.1f%%)\n", p, s.caught, s.schedules, 100*float64(s.caught)/float64(s.schedules))
+	} else if s.failed == 0 {
+		fmt.Fprintln(w, "every history checks")
+	}
+}

@@ -1,0 +1,154 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"lhrelay/internal/channel"
+	"lhrelay/internal/generated"
+)
+
+// Attempt is one frame a channel sent, and what came back.
+type Attempt struct {
+	GUID     string    `json:"guid"`
+	N        int       `json:"n"` // attempt number of the business transaction, from 1
+	Twin     bool      `json:"twin,omitempty"`
+	Relay    int       `json:"relay"`
+	Variant  bool      `json:"variant,omitempty"` // sent with the other body
+	Sent     time.Time `json:"sent"`
+	Answered time.Time `json:"answered"`
+	Code     string    `json:"code,omitempty"` // "" when no answer came
+	Err      string    `json:"err,omitempty"`
+	Request  []byte    `json:"request"`
+	Answer   []byte    `json:"answer,omitempty"`
+}
+
+// postingTx is the transaction the channels send: the registry's first
+// one that posts (its layout declares a lookup) with a JSON body.
+func postingTx() (*generated.Transaction, error) {
+	for _, tx := range generated.Transactions() {
+		if tx.Settle == generated.SettleByLookup && tx.JSONBody {
+			return tx, nil
+		}
+	}
+	return nil, errors.New("no registered transaction posts with a lookup")
+}
+
+// Codes the channel reads; taken from the generated table.
+var (
+	codeOK       = string(generated.SourceHTTP200.Code())
+	codeUnknown  = string(generated.SourceReadTimeout.Code())
+	codeNotSent  = string(generated.SourceConnectFail.Code())
+	codeBusy     = string(generated.SourceInProgress.Code())
+	codeReused   = string(generated.SourceGUIDReused.Code())
+	codeCoreFail = string(generated.SourceHTTP500.Code())
+)
+
+// final reports whether an answer ends a business transaction: the core's
+// own verdict.
+func final(code string) bool {
+	src, ok := generated.RspCode(code).Source()
+	return ok && src.LedgerState() == "DONE"
+}
+
+// frames builds the request frame of b and of its variant.
+func frames(tx *generated.Transaction, b Business) (orig, variant []byte, err error) {
+	build := func(amount int64) ([]byte, error) {
+		f := channel.WithDefaults(tx, map[string]string{"amount": strconv.FormatInt(amount, 10), "memo": b.Memo})
+		return channel.BuildRequest(tx.Code, b.GUID, f, time.Now())
+	}
+	if orig, err = build(b.Amount); err != nil {
+		return nil, nil, err
+	}
+	variant, err = build(b.Amount + 1)
+	return orig, variant, err
+}
+
+// business plays one business transaction, recording every attempt.
+func (w *world) business(ctx context.Context, tx *generated.Transaction, b Business, record func(Attempt)) {
+	orig, variant, err := frames(tx, b)
+	if err != nil {
+		w.runErr("building %s: %v", b.GUID, err)
+		return
+	}
+	for n := 1; n <= b.MaxAttempts; n++ {
+		if ctx.Err() != nil {
+			return
+		}
+		frame, isVariant := orig, n == b.VariantAt
+		if isVariant {
+			frame = variant
+		}
+		codes := []string{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		send := func(relay int, twin bool) {
+			defer wg.Done()
+			a := w.send(ctx, relay, frame)
+			a.GUID, a.N, a.Twin, a.Variant = b.GUID, n, twin, isVariant
+			record(a)
+			mu.Lock()
+			codes = append(codes, a.Code)
+			mu.Unlock()
+		}
+		wg.Add(1)
+		go send(b.Relays[n-1], false)
+		if n == 1 && b.Twice {
+			wg.Add(1)
+			go send(b.Relays[len(b.Relays)-1], true)
+		}
+		wg.Wait()
+		if isVariant {
+			continue
+		}
+		for _, c := range codes {
+			if final(c) {
+				if b.Replay {
+					a := w.send(ctx, b.Relays[n], orig)
+					a.GUID, a.N = b.GUID, n+1
+					record(a)
+				}
+				return
+			}
+			if c == codeReused {
+				return
+			}
+		}
+		t := time.NewTimer(b.Backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// send is one attempt on one connection.
+func (w *world) send(ctx context.Context, relay int, frame []byte) Attempt {
+	a := Attempt{Relay: relay, Request: frame, Sent: time.Now()}
+	c, err := channel.Dial(ctx, w.relays[relay].address(), w.cfg.params.timeout+3*time.Second)
+	if err != nil {
+		a.Err, a.Answered = err.Error(), time.Now()
+		return a
+	}
+	defer c.Close()
+	ans, err := c.Send(frame)
+	a.Answered = time.Now()
+	if err != nil {
+		a.Err = err.Error()
+		return a
+	}
+	a.Answer = ans
+	d, err := channel.Decode(ans)
+	if err != nil {
+		a.Err = fmt.Sprintf("undecodable answer: %v", err)
+		return a
+	}
+	a.Code = string(d.Code)
+	return a
+}

@@ -1,0 +1,331 @@
+package verify
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+)
+
+// Violation is one check that failed for one GUID.
+type Violation struct {
+	Check  string   `json:"check"`
+	GUID   string   `json:"guid"`
+	Events []string `json:"events"` // the events that show it
+}
+
+// history is one schedule's record: the channels' attempts, the core's
+// truth, the settled ledger, and when reprocess ran.
+type history struct {
+	tx        *generated.Transaction
+	attempts  []Attempt
+	truth     []coresim.TruthEvent
+	rows      map[string]ledger.Row
+	reprocess []span
+}
+
+// guidHistory is the part of a history about one GUID.
+type guidHistory struct {
+	h        *history
+	guid     string
+	attempts []Attempt
+	arrived  []coresim.TruthEvent
+	posted   []coresim.TruthEvent
+	row      *ledger.Row
+}
+
+// check is one rule of the model (doc.go); adding a rule is one entry.
+type check struct {
+	name string
+	run  func(g *guidHistory) []string // the events of each violation, one string per event
+}
+
+var checks = []check{
+	{"posted-at-most-once", checkPostedOnce},
+	{"answers-match-the-core", checkAnswers},
+	{"no-e902-after-arrival", checkNotSent},
+	{"e904-exactly-for-another-body", checkReused},
+	{"settled-row-agrees-with-core", checkRow},
+}
+
+func readTruth(path string) ([]coresim.TruthEvent, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("truth log: %w", err)
+	}
+	defer f.Close()
+	var evs []coresim.TruthEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e coresim.TruthEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("truth log %s: %w", path, err)
+		}
+		evs = append(evs, e)
+	}
+	return evs, sc.Err()
+}
+
+// byGUID splits the history per GUID (one partition each).
+func (h *history) byGUID() map[string]*guidHistory {
+	gs := map[string]*guidHistory{}
+	get := func(g string) *guidHistory {
+		if gs[g] == nil {
+			gs[g] = &guidHistory{h: h, guid: g}
+			if r, ok := h.rows[g]; ok {
+				gs[g].row = &r
+			}
+		}
+		return gs[g]
+	}
+	for _, a := range h.attempts {
+		g := get(a.GUID)
+		g.attempts = append(g.attempts, a)
+	}
+	for _, e := range h.truth {
+		switch e.Ev {
+		case coresim.TruthArrive:
+			g := get(e.GUID)
+			g.arrived = append(g.arrived, e)
+		case coresim.TruthPosted:
+			g := get(e.GUID)
+			g.posted = append(g.posted, e)
+		}
+	}
+	for guid := range h.rows {
+		get(guid)
+	}
+	return gs
+}
+
+func (h *history) postedGUIDs() int {
+	n := 0
+	for _, g := range h.byGUID() {
+		if len(g.posted) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// check runs every rule on every GUID.
+func (h *history) check() []Violation {
+	var vs []Violation
+	gs := h.byGUID()
+	guids := make([]string, 0, len(gs))
+	for g := range gs {
+		guids = append(guids, g)
+	}
+	sort.Strings(guids)
+	for _, guid := range guids {
+		for _, c := range checks {
+			if ev := c.run(gs[guid]); ev != nil {
+				vs = append(vs, Violation{Check: c.name, GUID: guid, Events: ev})
+			}
+		}
+	}
+	return vs
+}
+
+func ts(t time.Time) string { return t.Format("15:04:05.000000") }
+
+func (a Attempt) String() string {
+	s := fmt.Sprintf("attempt %d relay%d sent %s answered %s code %q", a.N, a.Relay, ts(a.Sent), ts(a.Answered), a.Code)
+	if a.Twin {
+		s += " (twin)"
+	}
+	if a.Variant {
+		s += " (other body)"
+	}
+	if a.Err != "" {
+		s += " err: " + a.Err
+	}
+	return s
+}
+
+func truthString(e coresim.TruthEvent) string {
+	s := fmt.Sprintf("core %s %s", e.Ev, ts(e.At))
+	if e.Fault != "" {
+		s += " fault " + string(e.Fault)
+	}
+	if e.Status != 0 {
+		s += fmt.Sprintf(" status %d", e.Status)
+	}
+	if len(e.Answer) > 0 {
+		s += " answer " + string(e.Answer)
+	}
+	return s
+}
+
+func rowString(r *ledger.Row) string {
+	if r == nil {
+		return "ledger: no row"
+	}
+	return fmt.Sprintf("ledger: %s/%s attempts %d", r.State, r.RspCode, r.Attempts)
+}
+
+func checkPostedOnce(g *guidHistory) []string {
+	if len(g.posted) <= 1 {
+		return nil
+	}
+	var ev []string
+	for _, p := range g.posted {
+		ev = append(ev, truthString(p))
+	}
+	return ev
+}
+
+// body returns the response body of a frame (after the header).
+func body(frame []byte) []byte {
+	if len(frame) < generated.HeaderLen {
+		return nil
+	}
+	return frame[generated.HeaderLen:]
+}
+
+// expectedBody is the response body the relay must build from a posting.
+func (g *guidHistory) expectedBody() ([]byte, error) {
+	rb := g.h.tx.NewResponse()
+	if err := rb.FromCoreJSON(g.posted[0].Answer); err != nil {
+		return nil, err
+	}
+	return rb.AppendTo(nil)
+}
+
+func checkAnswers(g *guidHistory) []string {
+	for _, a := range g.attempts {
+		switch {
+		case a.Code == codeOK:
+			if len(g.posted) == 0 {
+				return []string{a.String(), "core: never posted"}
+			}
+			want, err := g.expectedBody()
+			if err != nil {
+				return []string{truthString(g.posted[0]), "its answer does not build a response: " + err.Error()}
+			}
+			if !bytes.Equal(body(a.Answer), want) {
+				return []string{a.String(), fmt.Sprintf("answered body %q", body(a.Answer)), truthString(g.posted[0]), fmt.Sprintf("expected body %q", want)}
+			}
+		case final(a.Code) && len(g.posted) > 0:
+			// A refusal (B2xx, E500) for a GUID the core posted.
+			return []string{a.String(), truthString(g.posted[0])}
+		}
+	}
+	return nil
+}
+
+// couldSend reports whether an attempt may have sent the GUID to the core:
+// anything but E903 and E904, which are answered without a call.
+func couldSend(a Attempt) bool { return a.Code != codeBusy && a.Code != codeReused }
+
+func checkNotSent(g *guidHistory) []string {
+	for i, a := range g.attempts {
+		if a.Code != codeNotSent {
+			continue
+		}
+	arrivals:
+		for _, e := range g.arrived {
+			if e.At.Before(a.Sent) || e.At.After(a.Answered) {
+				continue
+			}
+			for j, o := range g.attempts {
+				if j != i && couldSend(o) && !e.At.Before(o.Sent) && !e.At.After(o.Answered) {
+					continue arrivals
+				}
+			}
+			for _, r := range g.h.reprocess {
+				if !e.At.Before(r.from) && !e.At.After(r.to) {
+					continue arrivals
+				}
+			}
+			return []string{a.String(), truthString(e), "no other attempt and no reprocess run was under way"}
+		}
+	}
+	return nil
+}
+
+func checkReused(g *guidHistory) []string {
+	if g.row == nil {
+		for _, a := range g.attempts {
+			if a.Code == codeReused {
+				return []string{a.String(), rowString(nil)}
+			}
+		}
+		return nil
+	}
+	stored := g.row.Request[generated.HeaderLen:]
+	for _, a := range g.attempts {
+		same := bytes.Equal(a.Request[generated.HeaderLen:], stored)
+		switch {
+		case same && a.Code == codeReused:
+			return []string{a.String(), "the same body as the ledger's", rowString(g.row)}
+		case !same && a.Code != codeReused && a.Code != "":
+			return []string{a.String(), "a body other than the ledger's, answered " + a.Code, rowString(g.row)}
+		}
+	}
+	if len(g.posted) > 0 {
+		want, err := g.coreJSON(g.row.Request)
+		if err != nil {
+			return []string{rowString(g.row), "stored request does not build a core call: " + err.Error()}
+		}
+		for _, p := range g.posted {
+			if !bytes.Equal(p.Request, want) {
+				return []string{truthString(p), fmt.Sprintf("posted request %s", p.Request), fmt.Sprintf("ledger's request %s", want)}
+			}
+		}
+	}
+	return nil
+}
+
+// coreJSON is the core call the relay makes for a stored request frame.
+func (g *guidHistory) coreJSON(frame []byte) ([]byte, error) {
+	rb := g.h.tx.NewRequest()
+	if err := rb.Decode(string(frame[generated.HeaderLen:])); err != nil {
+		return nil, err
+	}
+	return rb.CoreJSON(g.guid)
+}
+
+func checkRow(g *guidHistory) []string {
+	posted := len(g.posted) > 0
+	if g.row == nil {
+		if posted {
+			return []string{rowString(nil), truthString(g.posted[0])}
+		}
+		for _, a := range g.attempts {
+			if final(a.Code) || a.Code == codeUnknown {
+				return []string{a.String(), rowString(nil)}
+			}
+		}
+		return nil
+	}
+	r := g.row
+	switch {
+	case r.State != ledger.StateDone && r.State != ledger.StateFailed:
+		return []string{rowString(r), "left unsettled"}
+	case r.State == ledger.StateFailed && r.RspCode != codeNotSent:
+		return []string{rowString(r), "FAILED with a code other than " + codeNotSent}
+	case (r.State == ledger.StateDone && r.RspCode == codeOK) != posted:
+		ev := []string{rowString(r)}
+		if posted {
+			ev = append(ev, truthString(g.posted[0]))
+		} else {
+			ev = append(ev, "core: never posted")
+		}
+		return ev
+	case posted:
+		want, err := g.expectedBody()
+		if err != nil || !bytes.Equal(body(r.Response), want) {
+			return []string{rowString(r), fmt.Sprintf("stored body %q", body(r.Response)), truthString(g.posted[0]), fmt.Sprintf("expected body %q", want)}
+		}
+	}
+	return nil
+}

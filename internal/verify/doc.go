@@ -1,0 +1,53 @@
+// Package verify runs seeded fault schedules against real relay processes
+// and checks every history against the core's ground truth (cmd/verify).
+//
+// # A schedule
+//
+// A schedule is drawn from a PCG seeded with (seed, schedule index): the
+// same seed gives the same business transactions (GUIDs, bodies, when each
+// starts, how many attempts, which relay each goes to, which are sent twice
+// at once or re-sent with another body) and the same faults at the same
+// offsets. Timing on a real machine varies; the schedule does not.
+//
+// The processes are real: relays, resolve, reprocess and purge built from
+// this tree, cmd/coresim with its truth log and fault controls, a SQLite file
+// or a schema on a throwaway PostgreSQL server (internal/pgtest). Channels
+// dial a relay per attempt and retry like real ones: after E901, E902, E903,
+// a timeout or a dropped connection, with the same GUID, a bounded number of
+// times. Every attempt is recorded: relay, send and answer times, code and
+// bytes.
+//
+// Each fault kind is one entry of the faults table (faults.go): its name,
+// its weight in the draw, whether it needs PostgreSQL, and what it does.
+//
+// After the traffic the run is quiesced (channels done, faults disarmed, no
+// request in flight at the core, relays stopped by SIGTERM) and settled:
+// a resolve pass whose lookups the core answers about another GUID (a
+// legal fault: a correct resolve leaves those rows alone), one reprocess
+// run, then resolve until no row is SENT or UNKNOWN and a pass changes
+// nothing.
+//
+// # The model the checker holds the history to
+//
+// Per GUID, with the core's truth log as ground truth (checks.go lists them,
+// one table entry each):
+//
+//   - posted at most once: the core posted the GUID zero or one times;
+//   - an answer 0000 carries the response body built from that one
+//     posting's answer; B2xx or E500 is answered only for a GUID never
+//     posted;
+//   - no E902 for an attempt whose request reached the core: a POST of the
+//     GUID that arrived at the core while the attempt was in flight, when
+//     no other attempt of the GUID and no reprocess run could have sent it,
+//     contradicts E902;
+//   - E904 exactly for a body other than the one the ledger holds, and the
+//     core only ever received the ledger's body;
+//   - after settling, the row agrees with the core: DONE/0000 if and only if
+//     posted (with the posting's body), otherwise DONE with a refusal or
+//     FAILED/E902; none is SENT or UNKNOWN; a GUID without a row was never
+//     posted and never answered as processed.
+//
+// A violation names the check, the GUID, the schedule's seed and the events
+// that show it; the GUID's whole history is written as an HTML page into
+// the output directory.
+package verify

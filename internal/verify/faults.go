@@ -1,0 +1,82 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"time"
+
+	"lhrelay/internal/coresim"
+)
+
+// faultKind is one kind of fault a schedule may draw. Adding a kind is one
+// entry in faultKinds.
+type faultKind struct {
+	name     string
+	weight   int
+	postgres bool // only on a PostgreSQL ledger
+	// delay draws the event's duration (zero: none).
+	delay func(*rand.Rand, params) time.Duration
+	apply func(context.Context, *world, Event) error
+}
+
+func noDelay(*rand.Rand, params) time.Duration { return 0 }
+
+// arm arms a core fault for the event's N next requests.
+func arm(f coresim.Fault) func(context.Context, *world, Event) error {
+	return func(ctx context.Context, w *world, e Event) error {
+		return w.control(ctx, "/arm", url.Values{"fault": {string(f)}, "n": {fmt.Sprint(e.N)}, "delay": {e.Delay.String()}})
+	}
+}
+
+var faultKinds = []faultKind{
+	{name: "relay-kill", weight: 2, delay: noDelay, apply: func(ctx context.Context, w *world, e Event) error {
+		return w.relays[e.Relay].restart(ctx, true)
+	}},
+	{name: "relay-term", weight: 1, delay: noDelay, apply: func(ctx context.Context, w *world, e Event) error {
+		return w.relays[e.Relay].restart(ctx, false)
+	}},
+	{name: "core-latency", weight: 3, apply: arm(coresim.FaultDelay), delay: func(r *rand.Rand, p params) time.Duration {
+		return time.Duration(r.Int64N(int64(p.timeout * 8 / 10)))
+	}},
+	{name: "core-slow-then-post", weight: 4, apply: arm(coresim.FaultDelay), delay: func(r *rand.Rand, p params) time.Duration {
+		return p.timeout + time.Duration(r.Int64N(int64(p.maxDelay-p.timeout)))
+	}},
+	{name: "core-500", weight: 2, delay: noDelay, apply: arm(coresim.Fault500)},
+	{name: "core-504", weight: 2, delay: noDelay, apply: arm(coresim.Fault504Posted)},
+	{name: "core-reset-after-read-posted", weight: 2, delay: noDelay, apply: arm(coresim.FaultResetPosted)},
+	{name: "core-reset-after-read-unposted", weight: 2, delay: noDelay, apply: arm(coresim.FaultResetUnposted)},
+	{name: "core-garbled-200", weight: 2, delay: noDelay, apply: arm(coresim.FaultGarbledPosted)},
+	{name: "core-200-other-guid", weight: 2, delay: noDelay, apply: arm(coresim.FaultOtherGUIDPosted)},
+	{name: "core-accept-then-hang", weight: 2, delay: noDelay, apply: arm(coresim.FaultHang)},
+	{name: "core-lookup-other-guid", weight: 2, delay: noDelay, apply: arm(coresim.FaultLookupOtherGUID)},
+	{name: "core-refuse", weight: 2, apply: func(ctx context.Context, w *world, e Event) error {
+		return w.control(ctx, "/refuse", url.Values{"for": {e.Delay.String()}})
+	}, delay: func(r *rand.Rand, _ params) time.Duration {
+		return time.Duration(100+r.IntN(400)) * time.Millisecond
+	}},
+	{name: "resolve", weight: 2, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
+		return w.batch(ctx, "resolve", "--min-age", minAge, "--stale-sent", staleSent)
+	}},
+	{name: "reprocess", weight: 2, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
+		return w.batch(ctx, "reprocess", "--max-attempts", "4")
+	}},
+	{name: "purge", weight: 1, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
+		return w.batch(ctx, "purge", "--days", "1")
+	}},
+	{name: "postgres-restart", weight: 1, postgres: true, delay: noDelay, apply: func(_ context.Context, w *world, _ Event) error {
+		return w.cfg.PG.Restart()
+	}},
+}
+
+// faultsFor lists the kinds a schedule on store may draw.
+func faultsFor(store string) []faultKind {
+	var ks []faultKind
+	for _, k := range faultKinds {
+		if !k.postgres || store == StorePostgres {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}

@@ -1,0 +1,229 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"lhrelay/internal/ledger"
+)
+
+// Result is what one schedule produced.
+type Result struct {
+	Schedule   Schedule
+	Attempts   int
+	GUIDs      int
+	Posted     int
+	Faults     map[string]int
+	Violations []Violation
+	RunErrs    []string // the runner's own failures: the schedule is not valid
+	Elapsed    time.Duration
+}
+
+// OK reports whether the schedule ran and its history checks.
+func (r Result) OK() bool { return len(r.Violations) == 0 && len(r.RunErrs) == 0 }
+
+// NewSchedule draws schedule index of seed for cfg.
+func (cfg *Config) NewSchedule(seed uint64, index int, store string) Schedule {
+	if cfg.params == (params{}) {
+		cfg.params = defaultParams
+	}
+	return newSchedule(seed, index, store, cfg.Relays, cfg.Duration, cfg.params)
+}
+
+// Run runs one schedule against fresh processes and checks its history.
+func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
+	start := time.Now()
+	res = Result{Schedule: s}
+	defer func() { res.Elapsed = time.Since(start) }()
+	dir := filepath.Join(cfg.Out, fmt.Sprintf("%s-%d-%04d", s.Store, s.Seed, s.Index))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		res.RunErrs = append(res.RunErrs, err.Error())
+		return res
+	}
+	logf, err := os.Create(filepath.Join(dir, "run.log"))
+	if err != nil {
+		res.RunErrs = append(res.RunErrs, err.Error())
+		return res
+	}
+	defer logf.Close()
+	w := &world{cfg: cfg, s: s, dir: dir, logf: logf, applied: map[string]int{},
+		httpc: &http.Client{Timeout: 10 * time.Second}}
+	defer w.httpc.CloseIdleConnections()
+	fail := func(err error) Result {
+		res.RunErrs = append(res.RunErrs, err.Error())
+		return res
+	}
+
+	switch s.Store {
+	case StorePostgres:
+		if cfg.PG == nil {
+			return fail(fmt.Errorf("no PostgreSQL server"))
+		}
+		w.db, err = cfg.PG.Schema(ctx, fmt.Sprintf("verify_%d_%d", s.Seed, s.Index))
+		if err != nil {
+			return fail(err)
+		}
+	default:
+		w.db = filepath.Join(dir, "ledger.db")
+	}
+	if err := w.startCore(); err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if err := w.core.term(15 * time.Second); err != nil {
+			w.runErr("%v", err)
+		}
+		res.RunErrs = append(res.RunErrs, w.runErrs...)
+	}()
+	for i := range s.Relays {
+		r := &relay{w: w, i: i}
+		w.relays = append(w.relays, r)
+		if err := r.start(); err != nil {
+			return fail(err)
+		}
+	}
+	stopRelays := func() {
+		for _, r := range w.relays {
+			if err := r.stop(); err != nil {
+				w.runErr("%v", err)
+			}
+		}
+	}
+	defer stopRelays()
+
+	tx, err := postingTx()
+	if err != nil {
+		return fail(err)
+	}
+	var (
+		mu       sync.Mutex
+		attempts []Attempt
+	)
+	record := func(a Attempt) {
+		mu.Lock()
+		attempts = append(attempts, a)
+		mu.Unlock()
+	}
+
+	// The traffic and the faults, each at its offset.
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	at := func(d time.Duration, fn func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTimer(time.Until(t0.Add(d)))
+			defer t.Stop()
+			select {
+			case <-t.C:
+				fn()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	for _, b := range s.Txs {
+		at(b.Start, func() { w.business(ctx, tx, b, record) })
+	}
+	kinds := map[string]faultKind{}
+	for _, k := range faultKinds {
+		kinds[k.name] = k
+	}
+	for _, e := range s.Events {
+		at(e.At, func() {
+			if err := kinds[e.Kind].apply(ctx, w, e); err != nil {
+				w.runErr("fault %s at %v: %v", e.Kind, e.At, err)
+			}
+			w.mu.Lock()
+			w.applied[e.Kind]++
+			w.mu.Unlock()
+		})
+	}
+	wg.Wait()
+
+	// Quiesce, then settle.
+	if err := w.control(ctx, "/disarm", nil); err != nil {
+		return fail(err)
+	}
+	if err := w.quiesceCore(ctx, cfg.params.maxDelay+30*time.Second); err != nil {
+		return fail(err)
+	}
+	stopRelays()
+	if err := w.settle(ctx); err != nil {
+		return fail(err)
+	}
+
+	rows, err := readRows(ctx, w.db)
+	if err != nil {
+		return fail(err)
+	}
+	truth, err := readTruth(filepath.Join(dir, "truth.jsonl"))
+	if err != nil {
+		return fail(err)
+	}
+	h := history{tx: tx, attempts: attempts, truth: truth, rows: rows, reprocess: w.reprocess}
+	res.Violations = h.check()
+	res.Attempts = len(attempts)
+	res.GUIDs = len(s.Txs)
+	res.Posted = h.postedGUIDs()
+	res.Faults = w.applied
+	if err := h.write(dir, s, res.Violations); err != nil {
+		w.runErr("writing the history: %v", err)
+	}
+	return res
+}
+
+// settle runs the settling phase on the quiesced ledger: one resolve pass
+// whose lookups the core answers about another GUID, one reprocess run, then
+// resolve until nothing is left to settle.
+func (w *world) settle(ctx context.Context) error {
+	if err := w.control(ctx, "/arm", map[string][]string{"fault": {"lookup-other-guid"}, "n": {"1000000"}}); err != nil {
+		return err
+	}
+	if err := w.batch(ctx, "resolve", "--min-age", "0", "--stale-sent", "0.001"); err != nil {
+		return err
+	}
+	if err := w.control(ctx, "/disarm", nil); err != nil {
+		return err
+	}
+	if err := w.batch(ctx, "reprocess", "--max-attempts", "4"); err != nil {
+		return err
+	}
+	for pass := 0; ; pass++ {
+		if err := w.batch(ctx, "resolve", "--min-age", "0", "--stale-sent", "0.001"); err != nil {
+			return err
+		}
+		rows, err := readRows(ctx, w.db)
+		if err != nil {
+			return err
+		}
+		open := 0
+		for _, r := range rows {
+			if r.State == ledger.StateSent || r.State == ledger.StateUnknown || r.State == ledger.StateReceived {
+				open++
+			}
+		}
+		if open == 0 || pass == 4 {
+			return nil // rows still open are the checker's to report
+		}
+	}
+}
+
+// readRows reads every row of the ledger.
+func readRows(ctx context.Context, db string) (map[string]ledger.Row, error) {
+	l, err := ledger.OpenExisting(db)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	rows := map[string]ledger.Row{}
+	err = l.Scan(ctx, ledger.Filter{}, func(r ledger.Row) error {
+		rows[r.GUID] = r
+		return nil
+	})
+	return rows, err
+}

@@ -1,0 +1,118 @@
+package verify
+
+import (
+	"encoding/hex"
+	"math/rand/v2"
+	"time"
+)
+
+// Schedule is everything drawn from one seed: the business transactions the
+// channels send and the faults injected while they do.
+type Schedule struct {
+	Index  int
+	Seed   uint64
+	Store  string // "sqlite" or "postgres"
+	Relays int
+	Txs    []Business
+	Events []Event
+}
+
+// Business is one business transaction of a channel: one GUID, retried.
+type Business struct {
+	GUID        string
+	Start       time.Duration // after the traffic starts
+	Amount      int64
+	Memo        string
+	Twice       bool // the first attempt goes out on two connections at once
+	VariantAt   int  // the attempt (from 1) sent with another body; 0: none
+	MaxAttempts int
+	Relays      []int         // the relay of each attempt (and of the twin)
+	Backoff     time.Duration // between attempts
+	Replay      bool          // after a final answer, send once more
+}
+
+// Event is one fault at an offset of the traffic.
+type Event struct {
+	At    time.Duration
+	Kind  string
+	Relay int
+	N     int
+	Delay time.Duration
+}
+
+// params are the relay settings the schedules are drawn against.
+type params struct {
+	timeout   time.Duration // relay --timeout
+	maxDelay  time.Duration // the longest core delay a fault draws
+	rate      float64       // business transactions per second
+	faultRate float64       // faults per second
+}
+
+var defaultParams = params{
+	timeout:   time.Second,
+	maxDelay:  1800 * time.Millisecond,
+	rate:      40,
+	faultRate: 4,
+}
+
+// newSchedule draws schedule index of seed.
+func newSchedule(seed uint64, index int, store string, relays int, duration time.Duration, p params) Schedule {
+	rng := rand.New(rand.NewPCG(seed, uint64(index)))
+	s := Schedule{Index: index, Seed: seed, Store: store, Relays: relays}
+	n := int(p.rate * duration.Seconds())
+	for range n {
+		b := Business{
+			GUID:        randomGUID(rng),
+			Start:       time.Duration(rng.Int64N(int64(duration))),
+			Amount:      1 + rng.Int64N(9999),
+			Memo:        "verify",
+			Twice:       rng.IntN(5) == 0,
+			MaxAttempts: 2 + rng.IntN(5),
+			Backoff:     time.Duration(50+rng.IntN(400)) * time.Millisecond,
+			Replay:      rng.IntN(4) == 0,
+		}
+		if rng.IntN(20) == 0 {
+			b.Memo = "FAIL on purpose" // the core's 500: E500, never posted
+		}
+		if rng.IntN(8) == 0 {
+			b.VariantAt = 1 + rng.IntN(b.MaxAttempts)
+		}
+		for range b.MaxAttempts + 2 {
+			b.Relays = append(b.Relays, rng.IntN(relays))
+		}
+		s.Txs = append(s.Txs, b)
+	}
+	kinds := faultsFor(store)
+	total := 0
+	for _, k := range kinds {
+		total += k.weight
+	}
+	nf := int(p.faultRate * duration.Seconds())
+	for range nf {
+		w := rng.IntN(total)
+		var k faultKind
+		for _, k = range kinds {
+			if w < k.weight {
+				break
+			}
+			w -= k.weight
+		}
+		e := Event{
+			At:    time.Duration(rng.Int64N(int64(duration))),
+			Kind:  k.name,
+			Relay: rng.IntN(relays),
+			N:     1 + rng.IntN(4),
+		}
+		e.Delay = k.delay(rng, p)
+		s.Events = append(s.Events, e)
+	}
+	return s
+}
+
+func randomGUID(rng *rand.Rand) string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(rng.UintN(256))
+	}
+	return hex.EncodeToString(b[:])
+}

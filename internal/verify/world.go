@@ -1,0 +1,251 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"lhrelay/internal/pgtest"
+	"lhrelay/internal/plant"
+)
+
+// The stores a schedule runs on.
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// The ages the relays' settling and resolve use: longer than the longest
+// core delay a fault draws (so a lookup never comes before a late posting),
+// and --stale-sent longer than the relay's --timeout plus 5 s, as the relay
+// requires.
+const (
+	minAge    = "4"
+	staleSent = "7"
+)
+
+// Config is one verify run.
+type Config struct {
+	Bin      string // directory holding relay, coresim, resolve, reprocess, purge
+	PG       *pgtest.Server
+	Relays   int
+	Duration time.Duration
+	Out      string     // where histories go
+	Plant    plant.Name // "": none
+	Log      io.Writer  // progress lines
+	params   params
+}
+
+// world is the processes of one schedule.
+type world struct {
+	cfg     *Config
+	s       Schedule
+	dir     string
+	db      string
+	logf    *os.File
+	core    *proc
+	coreURL string
+	ctlURL  string
+	relays  []*relay
+	httpc   *http.Client
+
+	mu        sync.Mutex
+	reprocess []span         // when reprocess runs were under way
+	applied   map[string]int // faults applied, by kind
+	runErrs   []string       // the runner's own failures (not violations)
+}
+
+type span struct{ from, to time.Time }
+
+func (w *world) env() []string {
+	if w.cfg.Plant == "" {
+		return nil
+	}
+	return []string{plant.EnvVar + "=" + string(w.cfg.Plant)}
+}
+
+func (w *world) runErr(format string, args ...any) {
+	w.mu.Lock()
+	w.runErrs = append(w.runErrs, fmt.Sprintf(format, args...))
+	w.mu.Unlock()
+}
+
+// startCore starts cmd/coresim with its truth log and fault controls.
+func (w *world) startCore() error {
+	p, rest, err := startProc("coresim", filepath.Join(w.cfg.Bin, "coresim"),
+		[]string{"--port", "0", "--control", "127.0.0.1:0", "--truth", filepath.Join(w.dir, "truth.jsonl")},
+		w.env(), w.logf, "coresim listening on ", 30*time.Second)
+	if err != nil {
+		return err
+	}
+	w.core, w.coreURL = p, rest
+	// The control line follows the listening line.
+	ctl, err := waitLine(filepath.Join(w.dir, "run.log"), "coresim control on ", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	w.ctlURL = ctl
+	return nil
+}
+
+// waitLine waits for a line with prefix in the log file (the runner's own
+// log, which the process's output is copied to).
+func waitLine(path, prefix string, within time.Duration) (string, error) {
+	deadline := time.Now().Add(within)
+	for {
+		b, _ := os.ReadFile(path)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, prefix) {
+				return strings.TrimSpace(strings.TrimPrefix(l, prefix)), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no line %q within %v", prefix, within)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a file: no event to wait on
+	}
+}
+
+func (w *world) control(ctx context.Context, path string, v url.Values) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.ctlURL+path+"?"+v.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := w.httpc.Do(req)
+	if err != nil {
+		return fmt.Errorf("core control %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("core control %s: %s: %s", path, resp.Status, b)
+	}
+	return nil
+}
+
+// quiesceCore waits until the core handles no request.
+func (w *world) quiesceCore(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.ctlURL+"/inflight", nil)
+		resp, err := w.httpc.Do(req)
+		if err == nil {
+			var n int
+			_, _ = fmt.Fscan(resp.Body, &n)
+			resp.Body.Close()
+			if n == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the core still has requests in flight after %v", within)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a count: no event to wait on
+	}
+}
+
+// relay is one relay process, restarted on the same address.
+type relay struct {
+	w    *world
+	i    int
+	mu   sync.Mutex // one start or stop at a time
+	p    *proc
+	addr string
+}
+
+func (r *relay) args(port string) []string {
+	return []string{"--listen", "127.0.0.1", "--port", port, "--core", r.w.coreURL,
+		"--timeout", fmt.Sprint(r.w.cfg.params.timeout.Seconds()), "--connect-timeout", "0.5",
+		"--db", r.w.db, "--settle-every", "1", "--settle-min-age", minAge, "--stale-sent", staleSent,
+		"--breaker-cooldown", "1"}
+}
+
+func (r *relay) start() error {
+	port := "0"
+	if r.addr != "" {
+		_, port, _ = strings.Cut(r.addr, ":")
+	}
+	var err error
+	for range 3 {
+		var p *proc
+		var rest string
+		p, rest, err = startProc(fmt.Sprintf("relay%d", r.i), filepath.Join(r.w.cfg.Bin, "relay"), r.args(port), r.w.env(), r.w.logf, "relay listening on ", 30*time.Second)
+		if err == nil {
+			r.p, r.addr = p, rest
+			return nil
+		}
+	}
+	return err
+}
+
+// restart kills (or stops by SIGTERM) and starts the relay again.
+func (r *relay) restart(_ context.Context, kill bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.p != nil {
+		if kill {
+			r.p.kill()
+		} else if err := r.p.term(r.w.cfg.params.timeout + 10*time.Second); err != nil {
+			r.w.runErr("%v", err)
+		}
+	}
+	return r.start()
+}
+
+func (r *relay) stop() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.p == nil {
+		return nil
+	}
+	err := r.p.term(r.w.cfg.params.timeout + 10*time.Second)
+	r.p = nil
+	return err
+}
+
+func (r *relay) address() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.addr
+}
+
+// batch runs a batch command to its end (bounded) against the ledger.
+func (w *world) batch(ctx context.Context, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	args = append([]string{"--db", w.db}, args...)
+	if name != "purge" {
+		args = append(args, "--core", w.coreURL)
+	}
+	from := time.Now()
+	p, _, err := startProc(name, filepath.Join(w.cfg.Bin, name), args, w.env(), w.logf, "", 0)
+	if err == nil {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			p.kill()
+		}
+	}
+	if name == "reprocess" {
+		w.mu.Lock()
+		w.reprocess = append(w.reprocess, span{from, time.Now()})
+		w.mu.Unlock()
+	}
+	if err != nil {
+		return err
+	}
+	// 1: the core could not be reached for some rows, which faults cause.
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 && code != 1 {
+		return fmt.Errorf("%s exited %d", name, code)
+	}
+	return nil
+}
