@@ -41,6 +41,9 @@ func TestBadArguments(t *testing.T) {
 		{"missing accounts", []string{"--accounts", filepath.Join(dir, "none.csv")}, "--accounts: open"},
 		{"bad accounts", []string{"--accounts", badAccounts}, "bad.csv: accounts: line 2: acct"},
 		{"bad log", []string{"--log", filepath.Join(dir, "no", "such", "dir.log")}, "--log: open"},
+		{"bad truth", []string{"--truth", filepath.Join(dir, "no", "such", "truth.jsonl")}, "--truth: open"},
+		{"control not loopback", []string{"--control", "0.0.0.0:0"}, "want a loopback address"},
+		{"control not host:port", []string{"--control", "127.0.0.1"}, "--control"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,4 +166,67 @@ func readFile(t *testing.T, path string) string {
 	}
 	assert.NilError(t, err)
 	return string(b)
+}
+
+// TestControlRefuses: with --control, POST /refuse closes the core's
+// listener (a new connection is refused) and opens it again on the same
+// address; /arm reaches the running core; --truth records the transfer.
+func TestControlRefuses(t *testing.T) {
+	truth := filepath.Join(t.TempDir(), "truth.jsonl")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stdoutR, stdoutW := io.Pipe()
+	var stderr testutil.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--port", "0", "--control", "127.0.0.1:0", "--truth", truth}, stdoutW, &stderr)
+		stdoutW.Close()
+	}()
+	r := bufio.NewReader(stdoutR)
+	line, err := r.ReadString('\n')
+	assert.NilError(t, err, "stderr: %s", stderr.String())
+	ctl, ok := strings.CutPrefix(strings.TrimSpace(line), "coresim control on ")
+	assert.Assert(t, ok, line)
+	line, err = r.ReadString('\n')
+	assert.NilError(t, err)
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "coresim listening on ")
+	assert.Assert(t, ok, line)
+	go io.Copy(io.Discard, stdoutR)
+
+	resp, err := http.Post(ctl+"/refuse?for=300ms", "", nil)
+	assert.NilError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, resp.StatusCode, http.StatusNoContent)
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	_, err = c.Get(base + "/_stats")
+	assert.ErrorContains(t, err, "connection refused")
+	waitFor(t, func() bool {
+		resp, err := c.Get(base + "/_stats")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return true
+	})
+
+	resp, err = http.Post(ctl+"/arm?fault=500", "", nil)
+	assert.NilError(t, err)
+	resp.Body.Close()
+	const g = "0123456789abcdef0123456789abcdef"
+	body := `{"guid":"` + g + `","wdBank":"LHB","wdAcct":"11002003004005","dpBank":"KBK","dpAcct":"1","amount":100,"memo":""}`
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/transfers", strings.NewReader(body))
+	req.Header.Set("X-GUID", g)
+	resp, err = c.Do(req)
+	assert.NilError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, resp.StatusCode, http.StatusInternalServerError)
+
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, code, 0, "stderr: %s", stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("coresim did not stop")
+	}
+	assert.Check(t, is.Contains(readFile(t, truth), `"ev":"arrive","guid":"`+g+`","fault":"500"`))
 }

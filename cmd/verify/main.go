@@ -3,7 +3,7 @@
 // says what a schedule is and which model the checker holds it to):
 //
 //	go run ./cmd/verify [--schedules N] [--seed S] [--first I] [--store sqlite|postgres|both]
-//	                    [--relays K] [--duration D] [--out DIR] [--plant NAME]
+//	                    [--relays K] [--duration D] [--rate R] [--out DIR] [--plant NAME]
 //
 // It builds the relay, coresim, resolve, reprocess and purge from this tree
 // (run it from the repository) into a temporary directory, then runs
@@ -51,11 +51,12 @@ type options struct {
 	stores    []string
 	relays    int
 	duration  time.Duration
+	rate      float64
 	out       string
 	plant     plant.Name
 }
 
-const usageText = `usage: verify [--schedules N] [--seed S] [--first I] [--store sqlite|postgres|both] [--relays K] [--duration D] [--out DIR] [--plant NAME]
+const usageText = `usage: verify [--schedules N] [--seed S] [--first I] [--store sqlite|postgres|both] [--relays K] [--duration D] [--rate R] [--out DIR] [--plant NAME]
 
 Runs seeded fault schedules against real relays and checks every history.
 
@@ -71,6 +72,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "`seed` the schedules are drawn from")
 	fs.IntVar(&o.first, "first", 0, "`index` of the first schedule (to re-run one)")
 	fs.IntVar(&o.relays, "relays", 2, "`number` of relays on the one ledger")
+	fs.Float64Var(&o.rate, "rate", 40, "business transactions a `second` the channels start")
 	cliflag.SecondsVar(fs, &o.duration, "duration", 3*time.Second, "`seconds` of traffic and faults per schedule")
 	fs.StringVar(&o.out, "out", "", "`directory` for the histories (default: a new temporary one)")
 	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
@@ -99,16 +101,11 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		return o, fmt.Errorf("--relays %d: want at least 1", o.relays)
 	case o.first < 0:
 		return o, fmt.Errorf("--first %d: want 0 or more", o.first)
-	case o.store1() && o.relays > 1:
-		// One SQLite file is one relay's ledger (README): channels may go
-		// to any relay only when the ledger is shared.
-		o.relays = 1
+	case !(o.rate > 0):
+		return o, fmt.Errorf("--rate %v: want a positive rate", o.rate)
 	}
 	return o, nil
 }
-
-// store1 reports whether only SQLite was asked for.
-func (o options) store1() bool { return len(o.stores) == 1 && o.stores[0] == verify.StoreSQLite }
 
 func names() string {
 	var s []string
@@ -146,7 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "verify: building the commands: %v\n", err)
 		return 2
 	}
-	cfg := &verify.Config{Bin: bin, Relays: o.relays, Duration: o.duration, Out: o.out, Plant: o.plant}
+	cfg := &verify.Config{Bin: bin, Relays: o.relays, Duration: o.duration, Rate: o.rate, Out: o.out, Plant: o.plant}
 	if slices.Contains(o.stores, verify.StorePostgres) {
 		pg, err := pgtest.StartServer()
 		if err != nil {

@@ -55,6 +55,18 @@
 // as they are the core's books. Restart the process (or call New) for fresh
 // books.
 //
+// # Faults and the truth log (for cmd/verify)
+//
+// Config.Truth receives the core's ground truth as JSON lines (TruthEvent):
+// every POST /v1/transfers that arrived, every posting with the request it
+// posted and the answer it made, every lookup answered. Server.Arm makes the
+// next requests misbehave (Fault: a delay, 500, 504 or a reset after
+// posting, a reset without posting, a garbled 200, a 200 about another GUID,
+// accept-then-hang, a lookup 200 about another GUID). Neither is reachable
+// through the core's API: cmd/coresim serves the controls
+// (Server.ControlHandler) only on a loopback listener of their own, with
+// --control, and writes the truth log only with --truth.
+//
 // Posted transfers are kept in memory for GET /v1/transfers/{guid}: about a
 // hundred bytes per distinct GUID, for the life of the process.
 package coresim

@@ -31,6 +31,9 @@ func (r Result) OK() bool { return len(r.Violations) == 0 && len(r.RunErrs) == 0
 func (cfg *Config) NewSchedule(seed uint64, index int, store string) Schedule {
 	if cfg.params == (params{}) {
 		cfg.params = defaultParams
+		if cfg.Rate > 0 {
+			cfg.params.rate = cfg.Rate
+		}
 	}
 	return newSchedule(seed, index, store, cfg.Relays, cfg.Duration, cfg.params)
 }

@@ -37,6 +37,7 @@ type Config struct {
 	PG       *pgtest.Server
 	Relays   int
 	Duration time.Duration
+	Rate     float64    // business transactions a second; 0: the default
 	Out      string     // where histories go
 	Plant    plant.Name // "": none
 	Log      io.Writer  // progress lines

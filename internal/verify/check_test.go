@@ -1,0 +1,170 @@
+package verify
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+)
+
+const testGUID = "0123456789abcdef0123456789abcdef"
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// fixture is a one-GUID history the cases below change.
+type fixture struct {
+	tx            *generated.Transaction
+	orig, variant []byte // request frames
+	posting       coresim.TruthEvent
+	answer        []byte // the 0000 answer frame built from posting
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	tx, err := postingTx()
+	assert.NilError(t, err)
+	f := fixture{tx: tx}
+	f.orig, f.variant, err = frames(tx, Business{GUID: testGUID, Amount: 10, Memo: "m"})
+	assert.NilError(t, err)
+	g := &guidHistory{h: &history{tx: tx}, guid: testGUID}
+	coreJSON, err := g.coreJSON(f.orig)
+	assert.NilError(t, err)
+	f.posting = coresim.TruthEvent{At: at(50), Ev: coresim.TruthPosted, GUID: testGUID, Request: coreJSON,
+		Answer: []byte(`{"guid":"` + testGUID + `","txId":"T000000000000001","balance":90,"postedAt":"20261201120000"}`)}
+	g.posted = []coresim.TruthEvent{f.posting}
+	b, err := g.expectedBody()
+	assert.NilError(t, err)
+	f.answer = append(bytes.Repeat([]byte(" "), generated.HeaderLen), b...)
+	return f
+}
+
+func (f fixture) attempt(code string, from, to int, frame []byte) Attempt {
+	a := Attempt{GUID: testGUID, N: 1, Sent: at(from), Answered: at(to), Code: code, Request: frame}
+	if code == codeOK {
+		a.Answer = f.answer
+	}
+	return a
+}
+
+func (f fixture) row(state ledger.State, code string, frame, response []byte) map[string]ledger.Row {
+	return map[string]ledger.Row{testGUID: {GUID: testGUID, State: state, RspCode: code, Request: frame, Response: response, Attempts: 1}}
+}
+
+// TestChecks: each rule of the model rejects a history that breaks it and
+// accepts the same history without the fault.
+func TestChecks(t *testing.T) {
+	f := newFixture(t)
+	arrive := coresim.TruthEvent{At: at(40), Ev: coresim.TruthArrive, GUID: testGUID}
+	doneOK := f.row(ledger.StateDone, codeOK, f.orig, f.answer)
+	otherAnswer := append(bytes.Clone(f.answer[:len(f.answer)-1]), '9')
+	for _, tc := range []struct {
+		name  string
+		h     history
+		check string // the check that must fail; "" none
+	}{
+		{name: "clean posting", h: history{
+			attempts: []Attempt{f.attempt(codeOK, 0, 100, f.orig), f.attempt(codeOK, 200, 210, f.orig)},
+			truth:    []coresim.TruthEvent{arrive, f.posting}, rows: doneOK}},
+		{name: "posted twice", check: "posted-at-most-once", h: history{
+			attempts: []Attempt{f.attempt(codeOK, 0, 100, f.orig)},
+			truth:    []coresim.TruthEvent{arrive, f.posting, arrive, f.posting}, rows: doneOK}},
+		{name: "0000 never posted", check: "answers-match-the-core", h: history{
+			attempts: []Attempt{f.attempt(codeOK, 0, 100, f.orig)},
+			rows:     doneOK}},
+		{name: "0000 with another body", check: "answers-match-the-core", h: history{
+			attempts: []Attempt{{GUID: testGUID, Sent: at(0), Answered: at(100), Code: codeOK, Request: f.orig, Answer: otherAnswer}},
+			truth:    []coresim.TruthEvent{arrive, f.posting}, rows: doneOK}},
+		{name: "refusal for a posted GUID", check: "answers-match-the-core", h: history{
+			attempts: []Attempt{f.attempt(codeCoreFail, 0, 100, f.orig)},
+			truth:    []coresim.TruthEvent{arrive, f.posting}, rows: doneOK}},
+		{name: "E902 after the request arrived", check: "no-e902-after-arrival", h: history{
+			attempts: []Attempt{f.attempt(codeNotSent, 0, 100, f.orig)},
+			truth:    []coresim.TruthEvent{arrive}, rows: f.row(ledger.StateFailed, codeNotSent, f.orig, nil)}},
+		{name: "E902 while another attempt was in flight", h: history{
+			attempts: []Attempt{f.attempt(codeNotSent, 0, 100, f.orig), f.attempt(codeUnknown, 30, 1030, f.orig)},
+			truth:    []coresim.TruthEvent{arrive}, rows: f.row(ledger.StateFailed, codeNotSent, f.orig, nil)}},
+		{name: "E902 while reprocess ran", h: history{
+			attempts:  []Attempt{f.attempt(codeNotSent, 0, 100, f.orig)},
+			reprocess: []span{{at(35), at(45)}},
+			truth:     []coresim.TruthEvent{arrive}, rows: f.row(ledger.StateFailed, codeNotSent, f.orig, nil)}},
+		{name: "E904 for the same body", check: "e904-exactly-for-another-body", h: history{
+			attempts: []Attempt{f.attempt(codeOK, 0, 100, f.orig), f.attempt(codeReused, 200, 210, f.orig)},
+			truth:    []coresim.TruthEvent{arrive, f.posting}, rows: doneOK}},
+		{name: "another body served", check: "e904-exactly-for-another-body", h: history{
+			attempts: []Attempt{f.attempt(codeOK, 0, 100, f.orig), f.attempt(codeBusy, 200, 210, f.variant)},
+			truth:    []coresim.TruthEvent{arrive, f.posting}, rows: doneOK}},
+		{name: "another body refused", h: history{
+			attempts: []Attempt{f.attempt(codeOK, 0, 100, f.orig), f.attempt(codeReused, 200, 210, f.variant)},
+			truth:    []coresim.TruthEvent{arrive, f.posting}, rows: doneOK}},
+		{name: "row left UNKNOWN", check: "settled-row-agrees-with-core", h: history{
+			attempts: []Attempt{f.attempt(codeUnknown, 0, 1000, f.orig)},
+			truth:    []coresim.TruthEvent{arrive, f.posting}, rows: f.row(ledger.StateUnknown, codeUnknown, f.orig, nil)}},
+		{name: "row FAILED but posted", check: "settled-row-agrees-with-core", h: history{
+			attempts: []Attempt{f.attempt(codeUnknown, 0, 1000, f.orig)},
+			truth:    []coresim.TruthEvent{arrive, f.posting}, rows: f.row(ledger.StateFailed, codeNotSent, f.orig, nil)}},
+		{name: "row DONE/0000 but never posted", check: "settled-row-agrees-with-core", h: history{
+			attempts: []Attempt{f.attempt(codeUnknown, 0, 1000, f.orig)},
+			rows:     doneOK}},
+		{name: "row settled not posted", h: history{
+			attempts: []Attempt{f.attempt(codeUnknown, 0, 1000, f.orig)},
+			truth:    []coresim.TruthEvent{arrive}, rows: f.row(ledger.StateFailed, codeNotSent, f.orig, nil)}},
+		{name: "no row, never sent", h: history{
+			attempts: []Attempt{{GUID: testGUID, Sent: at(0), Answered: at(10), Err: "cannot reach relay", Request: f.orig}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.h.tx = f.tx
+			vs := tc.h.check()
+			if tc.check == "" {
+				assert.Check(t, is.Len(vs, 0), "%+v", vs)
+				return
+			}
+			var names []string
+			for _, v := range vs {
+				names = append(names, v.Check)
+				assert.Check(t, len(v.Events) > 0)
+				assert.Check(t, is.Equal(v.GUID, testGUID))
+			}
+			assert.Check(t, is.Contains(names, tc.check), "%+v", vs)
+		})
+	}
+}
+
+// TestScheduleSeeded: the same seed and index draw the same schedule;
+// another index draws another.
+func TestScheduleSeeded(t *testing.T) {
+	a := newSchedule(42, 3, StorePostgres, 2, 2*time.Second, defaultParams)
+	b := newSchedule(42, 3, StorePostgres, 2, 2*time.Second, defaultParams)
+	c := newSchedule(42, 4, StorePostgres, 2, 2*time.Second, defaultParams)
+	assert.DeepEqual(t, a, b)
+	assert.Check(t, a.Txs[0].GUID != c.Txs[0].GUID)
+	assert.Check(t, len(a.Events) > 0)
+	known := map[string]bool{}
+	for _, k := range faultKinds {
+		known[k.name] = true
+	}
+	for _, e := range a.Events {
+		assert.Check(t, known[e.Kind], e.Kind)
+	}
+}
+
+// TestSQLiteDrawsNoPostgresFault: a fault that needs PostgreSQL is never
+// drawn for a SQLite schedule.
+func TestSQLiteDrawsNoPostgresFault(t *testing.T) {
+	pgOnly := map[string]bool{}
+	for _, k := range faultKinds {
+		pgOnly[k.name] = k.postgres
+	}
+	for i := range 50 {
+		for _, e := range newSchedule(1, i, StoreSQLite, 1, time.Second, defaultParams).Events {
+			assert.Check(t, !pgOnly[e.Kind], "schedule %d drew %s", i, e.Kind)
+		}
+	}
+}
