@@ -52,6 +52,7 @@ type options struct {
 	relays    int
 	duration  time.Duration
 	rate      float64
+	list      bool // --list-plants
 	out       string
 	plant     plant.Name
 }
@@ -68,6 +69,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	var o options
 	store := fs.String("store", "sqlite", "ledger `store`: sqlite, postgres or both")
 	plantName := fs.String("plant", "", "planted mistake `NAME` to switch on: "+names())
+	fs.BoolVar(&o.list, "list-plants", false, "print the names of the planted mistakes, one a line, and exit")
 	fs.IntVar(&o.schedules, "schedules", 20, "`number` of schedules per store")
 	fs.Uint64Var(&o.seed, "seed", 1, "`seed` the schedules are drawn from")
 	fs.IntVar(&o.first, "first", 0, "`index` of the first schedule (to re-run one)")
@@ -123,6 +125,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "verify: %v\n", err)
 		return 2
+	}
+	if o.list {
+		for _, n := range plant.All {
+			fmt.Fprintln(stdout, n)
+		}
+		return 0
 	}
 	if o.out == "" {
 		if o.out, err = os.MkdirTemp("", "lhrelay-verify-"); err != nil {

@@ -10,6 +10,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"lhrelay/internal/cliflag"
+	"lhrelay/internal/plant"
 	"lhrelay/internal/testutil"
 )
 
@@ -49,4 +50,16 @@ func TestBadArguments(t *testing.T) {
 			assert.Check(t, is.Equal(stdout.String(), ""))
 		})
 	}
+}
+
+// TestListPlants: --list-plants names every planted mistake, for .ci/run.
+func TestListPlants(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, run(t.Context(), []string{"--list-plants"}, &stdout, &stderr), 0)
+	var want []string
+	for _, n := range plant.All {
+		want = append(want, string(n))
+	}
+	assert.Check(t, is.Equal(stdout.String(), strings.Join(want, "\n")+"\n"))
+	assert.Check(t, is.Equal(stderr.String(), ""))
 }

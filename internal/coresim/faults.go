@@ -33,13 +33,14 @@ const (
 	FaultResetUnposted Fault = "reset-unposted"
 	// FaultGarbledPosted posts, then answers 200 with half of its body.
 	FaultGarbledPosted Fault = "garbled-posted"
-	// FaultOtherGUIDPosted posts, then answers 200 about another GUID.
+	// FaultOtherGUIDPosted posts, then answers 200 about another GUID and
+	// another transfer (its txId and balance differ).
 	FaultOtherGUIDPosted Fault = "other-guid-posted"
 	// FaultHang reads the request and answers nothing, posting nothing,
 	// until the caller goes away.
 	FaultHang Fault = "hang"
 	// FaultLookupOtherGUID answers a lookup (GET /v1/transfers/{guid}) with
-	// a 200 about another GUID.
+	// a 200 about another GUID and another transfer.
 	FaultLookupOtherGUID Fault = "lookup-other-guid"
 )
 

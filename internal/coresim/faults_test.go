@@ -62,9 +62,10 @@ func TestFaults(t *testing.T) {
 			assert.Assert(t, !json.Valid(body), "%s", body)
 		}},
 		{fault: coresim.FaultOtherGUIDPosted, status: http.StatusOK, posted: true, check: func(t *testing.T, g string, body []byte) {
-			var a struct{ GUID string }
+			var a struct{ GUID, TxID string }
 			assert.NilError(t, json.Unmarshal(body, &a))
 			assert.Assert(t, a.GUID != g && len(a.GUID) == len(g), a.GUID)
+			assert.Check(t, a.TxID != "T000000000000001", "another transfer's id")
 		}},
 	} {
 		t.Run(string(tc.fault), func(t *testing.T) {

@@ -357,10 +357,19 @@ func (s *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
 	case FaultGarbledPosted:
 		writeJSON(w, http.StatusOK, answer[:len(answer)/2])
 	case FaultOtherGUIDPosted:
-		writeJSON(w, http.StatusOK, appendPosting(make([]byte, 0, 128), otherGUID(req.GUID), p))
+		writeJSON(w, http.StatusOK, appendPosting(make([]byte, 0, 128), otherGUID(req.GUID), otherPosting(p)))
 	default:
 		writeJSON(w, http.StatusOK, answer)
 	}
+}
+
+// otherPosting is what a 200 about another transfer carries: not p's
+// transaction id or balance, so that a caller that takes it for p's answer
+// shows it.
+func otherPosting(p posting) posting {
+	p.txSeq += 1 << 40
+	p.balance++
+	return p
 }
 
 // otherGUID is a well-formed GUID that is not g.
@@ -524,10 +533,9 @@ func (s *Server) getTransfer(w http.ResponseWriter, r *http.Request) {
 	case f.fault == FaultLookupOtherGUID:
 		// About another GUID, with this one's posting if there is one.
 		if !ok {
-			p = posting{txSeq: 1}
 			copy(p.postedAt[:], "20000101000000")
 		}
-		answer = appendPosting(make([]byte, 0, 128), otherGUID(guid), p)
+		answer = appendPosting(make([]byte, 0, 128), otherGUID(guid), otherPosting(p))
 	case ok:
 		answer = appendPosting(make([]byte, 0, 128), guid, p)
 	default:

@@ -52,7 +52,7 @@ var defaultParams = params{
 	timeout:   time.Second,
 	maxDelay:  1800 * time.Millisecond,
 	rate:      300,
-	faultRate: 4,
+	faultRate: 8,
 }
 
 // newSchedule draws schedule index of seed.
