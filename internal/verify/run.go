@@ -44,6 +44,12 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 	res = Result{Schedule: s}
 	defer func() { res.Elapsed = time.Since(start) }()
 	dir := filepath.Join(cfg.Out, fmt.Sprintf("%s-%d-%04d", s.Store, s.Seed, s.Index))
+	// A schedule run again starts from nothing: an old ledger or truth log
+	// would mix two runs' histories.
+	if err := os.RemoveAll(dir); err != nil {
+		res.RunErrs = append(res.RunErrs, err.Error())
+		return res
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		res.RunErrs = append(res.RunErrs, err.Error())
 		return res
