@@ -57,13 +57,13 @@ var faultKinds = []faultKind{
 		return time.Duration(100+r.IntN(400)) * time.Millisecond
 	}},
 	{name: "resolve", weight: 2, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
-		return w.batch(ctx, "resolve", "--min-age", minAge, "--stale-sent", staleSent)
+		return w.batch(ctx, false, "resolve", "--min-age", minAge, "--stale-sent", staleSent)
 	}},
 	{name: "reprocess", weight: 2, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
-		return w.batch(ctx, "reprocess", "--max-attempts", "4")
+		return w.batch(ctx, false, "reprocess", "--max-attempts", "4")
 	}},
 	{name: "purge", weight: 1, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
-		return w.batch(ctx, "purge", "--days", "1")
+		return w.batch(ctx, false, "purge", "--days", "1")
 	}},
 	{name: "postgres-restart", weight: 1, postgres: true, delay: noDelay, apply: func(_ context.Context, w *world, _ Event) error {
 		return w.cfg.PG.Restart()

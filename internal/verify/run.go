@@ -193,17 +193,17 @@ func (w *world) settle(ctx context.Context) error {
 	if err := w.control(ctx, "/arm", map[string][]string{"fault": {"lookup-other-guid"}, "n": {"1000000"}}); err != nil {
 		return err
 	}
-	if err := w.batch(ctx, "resolve", "--min-age", "0", "--stale-sent", "0.001"); err != nil {
+	if err := w.batch(ctx, true, "resolve", "--min-age", "0", "--stale-sent", "0.001"); err != nil {
 		return err
 	}
 	if err := w.control(ctx, "/disarm", nil); err != nil {
 		return err
 	}
-	if err := w.batch(ctx, "reprocess", "--max-attempts", "4"); err != nil {
+	if err := w.batch(ctx, true, "reprocess", "--max-attempts", "4"); err != nil {
 		return err
 	}
 	for pass := 0; ; pass++ {
-		if err := w.batch(ctx, "resolve", "--min-age", "0", "--stale-sent", "0.001"); err != nil {
+		if err := w.batch(ctx, true, "resolve", "--min-age", "0", "--stale-sent", "0.001"); err != nil {
 			return err
 		}
 		rows, err := readRows(ctx, w.db)

@@ -219,8 +219,11 @@ func (r *relay) address() string {
 	return r.addr
 }
 
-// batch runs a batch command to its end (bounded) against the ledger.
-func (w *world) batch(ctx context.Context, name string, args ...string) error {
+// batch runs a batch command to its end (bounded) against the ledger. Exit
+// status 1 (the core could not be reached for some rows) is what faults
+// cause; so is 2 (an unusable database) while PostgreSQL restarts, which
+// only a strict run (the settling phase, with no fault) reports.
+func (w *world) batch(ctx context.Context, strict bool, name string, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	args = append([]string{"--db", w.db}, args...)
@@ -244,8 +247,7 @@ func (w *world) batch(ctx context.Context, name string, args ...string) error {
 	if err != nil {
 		return err
 	}
-	// 1: the core could not be reached for some rows, which faults cause.
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 && code != 1 {
+	if code := p.cmd.ProcessState.ExitCode(); code > 1 && (strict || code != 2) {
 		return fmt.Errorf("%s exited %d", name, code)
 	}
 	return nil
