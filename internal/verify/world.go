@@ -175,17 +175,21 @@ func (r *relay) start() error {
 	if r.addr != "" {
 		_, port, _ = strings.Cut(r.addr, ":")
 	}
-	var err error
-	for range 3 {
-		var p *proc
-		var rest string
-		p, rest, err = startProc(fmt.Sprintf("relay%d", r.i), filepath.Join(r.w.cfg.Bin, "relay"), r.args(port), r.w.env(), r.w.logf, "relay listening on ", 30*time.Second)
+	// As a supervisor would (systemd's Restart=on-failure): a relay that
+	// cannot open its ledger while PostgreSQL restarts exits, and is
+	// started again until the deadline.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p, rest, err := startProc(fmt.Sprintf("relay%d", r.i), filepath.Join(r.w.cfg.Bin, "relay"), r.args(port), r.w.env(), r.w.logf, "relay listening on ", 30*time.Second)
 		if err == nil {
 			r.p, r.addr = p, rest
 			return nil
 		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond) // a supervisor's restart pause
 	}
-	return err
 }
 
 // restart kills (or stops by SIGTERM) and starts the relay again.
