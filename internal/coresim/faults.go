@@ -2,6 +2,7 @@ package coresim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -140,8 +141,10 @@ const hangTimeout = time.Minute
 // (cmd/coresim --control), apart from the core's API:
 //
 //	POST /arm?fault=NAME&n=N&delay=SECONDS  arm a fault for the next N requests
-//	POST /disarm                            drop every armed fault
+//	POST /disarm                            drop every armed fault, and the service time
 //	GET  /inflight                          requests being handled now
+//	POST /service?each=SECONDS&for=SECONDS  every request takes that long for a while
+//	                                        (with Config.MaxConcurrent: a core at its capacity)
 //
 // refuse, when not nil, serves POST /refuse?for=SECONDS: the core stops
 // accepting connections for that long (a refused connection is what the
@@ -173,10 +176,22 @@ func (s *Server) ControlHandler(refuse func(time.Duration) error) http.Handler {
 	})
 	mux.HandleFunc("POST /disarm", func(w http.ResponseWriter, _ *http.Request) {
 		s.Disarm()
+		s.SetService(0)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /inflight", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(s.InFlight())
+	})
+	mux.HandleFunc("POST /service", func(w http.ResponseWriter, r *http.Request) {
+		each, err1 := time.ParseDuration(r.FormValue("each"))
+		d, err2 := time.ParseDuration(r.FormValue("for"))
+		if err := errors.Join(err1, err2); err != nil || each < 0 || d <= 0 {
+			http.Error(w, fmt.Sprintf("want each=DURATION and for=DURATION: %v", err), http.StatusBadRequest)
+			return
+		}
+		s.SetService(each)
+		time.AfterFunc(d, func() { s.SetService(0) })
+		w.WriteHeader(http.StatusNoContent)
 	})
 	if refuse != nil {
 		mux.HandleFunc("POST /refuse", func(w http.ResponseWriter, r *http.Request) {

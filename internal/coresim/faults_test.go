@@ -176,6 +176,8 @@ func TestControlHandler(t *testing.T) {
 	assert.Equal(t, postCtl("/disarm"), http.StatusNoContent)
 	assert.Equal(t, post(t, url, transfer(guid(2), 100, "")).status, http.StatusOK)
 
+	assert.Equal(t, postCtl("/service?each=x"), http.StatusBadRequest)
+	assert.Equal(t, postCtl("/service?each=1ms&for=1h"), http.StatusNoContent)
 	assert.Equal(t, postCtl("/refuse?for=250ms"), http.StatusNoContent)
 	assert.Equal(t, <-refused, 250*time.Millisecond)
 

@@ -40,8 +40,10 @@
 //     GUID that arrived at the core while the attempt was in flight, when
 //     no other attempt of the GUID and no reprocess run could have sent it,
 //     contradicts E902;
-//   - E904 exactly for a body other than the one the ledger holds, and the
-//     core only ever received the ledger's body;
+//   - E904 exactly for a body other than the one the ledger holds (E902 for
+//     such a body is allowed only before the row can be shown to exist: a
+//     relay may refuse a frame, E902, before it claims), and the core only
+//     ever received the ledger's body;
 //   - after settling, the row agrees with the core: DONE/0000 if and only if
 //     posted (with the posting's body), otherwise DONE with a refusal or
 //     FAILED/E902; none is SENT or UNKNOWN; a GUID without a row was never

@@ -56,6 +56,14 @@ var faultKinds = []faultKind{
 	}, delay: func(r *rand.Rand, _ params) time.Duration {
 		return time.Duration(100+r.IntN(400)) * time.Millisecond
 	}},
+	{name: "core-overload", weight: 2, apply: func(ctx context.Context, w *world, e Event) error {
+		// With coresim --max-concurrent, a service time per request puts
+		// the core at its capacity for a while.
+		each := time.Duration(e.N) * 25 * time.Millisecond
+		return w.control(ctx, "/service", url.Values{"each": {each.String()}, "for": {e.Delay.String()}})
+	}, delay: func(r *rand.Rand, _ params) time.Duration {
+		return time.Duration(300+r.IntN(700)) * time.Millisecond
+	}},
 	{name: "resolve", weight: 2, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
 		return w.batch(ctx, false, "resolve", "--min-age", minAge, "--stale-sent", staleSent)
 	}},

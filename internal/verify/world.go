@@ -31,6 +31,10 @@ const (
 	staleSent = "7"
 )
 
+// coreCapacity is the requests the core serves at once (the rest queue):
+// the core-overload fault gives each a service time.
+const coreCapacity = 8
+
 // Config is one verify run.
 type Config struct {
 	Bin      string // directory holding relay, coresim, resolve, reprocess, purge
@@ -81,7 +85,8 @@ func (w *world) runErr(format string, args ...any) {
 // startCore starts cmd/coresim with its truth log and fault controls.
 func (w *world) startCore() error {
 	p, rest, err := startProc("coresim", filepath.Join(w.cfg.Bin, "coresim"),
-		[]string{"--port", "0", "--control", "127.0.0.1:0", "--truth", filepath.Join(w.dir, "truth.jsonl")},
+		[]string{"--port", "0", "--control", "127.0.0.1:0", "--truth", filepath.Join(w.dir, "truth.jsonl"),
+			"--max-concurrent", fmt.Sprint(coreCapacity)},
 		w.env(), w.logf, "coresim listening on ", 30*time.Second)
 	if err != nil {
 		return err
