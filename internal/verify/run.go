@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -180,6 +181,9 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 	res.GUIDs = len(s.Txs)
 	res.Posted = h.postedGUIDs()
 	res.Faults = w.applied
+	if err := panicked(filepath.Join(dir, "run.log")); err != nil {
+		w.runErr("%v", err)
+	}
 	if err := h.write(dir, s, res.Violations); err != nil {
 		w.runErr("writing the history: %v", err)
 	}
@@ -235,4 +239,19 @@ func readRows(ctx context.Context, db string) (map[string]ledger.Row, error) {
 		return nil
 	})
 	return rows, err
+}
+
+// panicked reports a panic in any process's output: none may reach a
+// channel, and none may go unnoticed because the history happens to check.
+func panicked(log string) error {
+	b, err := os.ReadFile(log)
+	if err != nil {
+		return err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "panic: ") || strings.Contains(l, "panic serving") {
+			return fmt.Errorf("a process panicked: %s", l)
+		}
+	}
+	return nil
 }
