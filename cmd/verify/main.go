@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := &verify.Config{Bin: bin, Relays: o.relays, Duration: o.duration, Rate: o.rate, Out: o.out, Plant: o.plant}
 	if slices.Contains(o.stores, verify.StorePostgres) {
-		pg, err := pgtest.StartServer()
+		pg, err := pgtest.StartStandalone()
 		if err != nil {
 			fmt.Fprintf(stderr, "verify: PostgreSQL: %v\n", err)
 			return 2

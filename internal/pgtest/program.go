@@ -8,22 +8,22 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Server is the throwaway server for a program that is not a test
+// Standalone is the throwaway server for a program that is not a test
 // (cmd/verify): started from the installed binaries as for the tests, and
 // removed by Close.
-type Server struct{ s *server }
+type Standalone struct{ s *server }
 
-// StartServer starts a throwaway server, or names why there is none.
-func StartServer() (*Server, error) {
+// StartStandalone starts a throwaway server, or names why there is none.
+func StartStandalone() (*Standalone, error) {
 	s, err := start()
 	if err != nil {
 		return nil, err
 	}
-	return &Server{s: s}, nil
+	return &Standalone{s: s}, nil
 }
 
 // Schema creates a fresh schema name and returns the URL that uses it.
-func (p *Server) Schema(ctx context.Context, name string) (string, error) {
+func (p *Standalone) Schema(ctx context.Context, name string) (string, error) {
 	c, err := pgx.Connect(ctx, p.s.base)
 	if err != nil {
 		return "", fmt.Errorf("pgtest: connect: %w", err)
@@ -36,7 +36,7 @@ func (p *Server) Schema(ctx context.Context, name string) (string, error) {
 }
 
 // Restart is pg_ctl restart -m fast, as in Restart.
-func (p *Server) Restart() error {
+func (p *Standalone) Restart() error {
 	s := p.s
 	if !s.owned {
 		return fmt.Errorf("pgtest: the server named by %s cannot be restarted", EnvURL)
@@ -50,7 +50,7 @@ func (p *Server) Restart() error {
 }
 
 // Close stops the server and removes its files.
-func (p *Server) Close() error {
+func (p *Standalone) Close() error {
 	err := p.s.stop()
 	p.s.remove()
 	return err

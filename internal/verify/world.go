@@ -38,7 +38,7 @@ const coreCapacity = 8
 // Config is one verify run.
 type Config struct {
 	Bin      string // directory holding relay, coresim, resolve, reprocess, purge
-	PG       *pgtest.Server
+	PG       *pgtest.Standalone
 	Relays   int
 	Duration time.Duration
 	Rate     float64    // business transactions a second; 0: the default
