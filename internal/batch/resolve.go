@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lhrelay/internal/plant"
 	"log/slog"
 	"time"
 
@@ -62,6 +63,12 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	selections := []ledger.Filter{{States: []ledger.State{ledger.StateUnknown}, OlderThan: cfg.MinAge}}
 	if cfg.StaleSent > 0 {
 		selections = append(selections, ledger.Filter{States: []ledger.State{ledger.StateSent}, OlderThan: cfg.StaleSent})
+	}
+	if plant.On(plant.SettleClockAhead) {
+		for i := range selections {
+			selections[i].UpdatedBefore = time.Now().Add(10*time.Minute - selections[i].OlderThan)
+			selections[i].OlderThan = 0
+		}
 	}
 	total, err := countAll(ctx, l, selections...)
 	if err != nil {

@@ -216,9 +216,34 @@ func (s *Server) ControlHandler(refuse func(time.Duration) error) http.Handler {
 //	{"at":"…","ev":"arrive","guid":"…","fault":"…"}                 a POST /v1/transfers arrived
 //	{"at":"…","ev":"posted","guid":"…","request":{…},"answer":{…}}  a transfer was posted
 //	{"at":"…","ev":"lookup","guid":"…","status":200,"answer":{…}}   a lookup was answered
+//
+// A lookup answered while a POST of the same GUID is still being handled
+// says so ("during_post":true): it came too early to be the truth.
 type truthLog struct {
 	mu sync.Mutex
 	w  io.Writer
+
+	postsMu sync.Mutex
+	posts   map[string]int // POSTs being handled, by GUID
+}
+
+// posting counts a POST of guid in (d = 1) or out (d = -1).
+func (l *truthLog) posting(guid string, d int) {
+	l.postsMu.Lock()
+	defer l.postsMu.Unlock()
+	if l.posts == nil {
+		l.posts = map[string]int{}
+	}
+	if l.posts[guid] += d; l.posts[guid] <= 0 {
+		delete(l.posts, guid)
+	}
+}
+
+// postingNow reports whether a POST of guid is being handled.
+func (l *truthLog) postingNow(guid string) bool {
+	l.postsMu.Lock()
+	defer l.postsMu.Unlock()
+	return l.posts[guid] > 0
 }
 
 // TruthEvent is one line of the truth log.
@@ -230,6 +255,9 @@ type TruthEvent struct {
 	Status  int             `json:"status,omitempty"`
 	Request json.RawMessage `json:"request,omitempty"`
 	Answer  json.RawMessage `json:"answer,omitempty"`
+	// DuringPost (a lookup): a POST of the same GUID was still being
+	// handled, so the lookup's answer may be overtaken by a posting.
+	DuringPost bool `json:"during_post,omitempty"`
 }
 
 // The events of the truth log.

@@ -298,6 +298,8 @@ func (s *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
 	f := s.faults.take(false)
 	if s.truth != nil {
 		s.truth.write(TruthEvent{At: time.Now(), Ev: TruthArrive, GUID: hdrGUID, Fault: f.fault})
+		s.truth.posting(hdrGUID, 1)
+		defer s.truth.posting(hdrGUID, -1)
 	}
 
 	req, amount, raw, msg := decodeTransfer(r, hdrGUID)
@@ -542,7 +544,8 @@ func (s *Server) getTransfer(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusNotFound
 	}
 	if s.truth != nil && validGUID(guid) {
-		s.truth.write(TruthEvent{At: time.Now(), Ev: TruthLookup, GUID: guid, Fault: f.fault, Status: status, Answer: answer})
+		s.truth.write(TruthEvent{At: time.Now(), Ev: TruthLookup, GUID: guid, Fault: f.fault, Status: status, Answer: answer,
+			DuringPost: s.truth.postingNow(guid)})
 	}
 	if status == http.StatusNotFound {
 		writeError(w, http.StatusNotFound, "no transfer posted with this guid")

@@ -27,10 +27,14 @@ const (
 	// LookupOtherGUID: settling accepts a lookup's 200 that is about another
 	// GUID.
 	LookupOtherGUID Name = "lookup-other-guid"
+	// SettleClockAhead: settling (resolve, and the relay's own) measures
+	// ages by the process's clock, running 10 minutes ahead, instead of
+	// the database's.
+	SettleClockAhead Name = "settle-clock-ahead"
 )
 
 // All lists the planted mistakes, for cmd/verify's --plant and its CI run.
-var All = []Name{ReprocessUnknown, ClaimSelectInsert, ReadTimeoutE902, LookupOtherGUID}
+var All = []Name{ReprocessUnknown, ClaimSelectInsert, ReadTimeoutE902, LookupOtherGUID, SettleClockAhead}
 
 // EnvVar names the environment variable a verifybugs build reads.
 const EnvVar = "LHRELAY_PLANT"

@@ -38,6 +38,7 @@ type guidHistory struct {
 	attempts []Attempt
 	arrived  []coresim.TruthEvent
 	posted   []coresim.TruthEvent
+	lookups  []coresim.TruthEvent
 	row      *ledger.Row
 }
 
@@ -53,6 +54,7 @@ var checks = []check{
 	{"no-e902-after-arrival", checkNotSent},
 	{"e904-exactly-for-another-body", checkReused},
 	{"settled-row-agrees-with-core", checkRow},
+	{"no-lookup-during-post", checkLookups},
 }
 
 func readTruth(path string) ([]coresim.TruthEvent, error) {
@@ -98,6 +100,9 @@ func (h *history) byGUID() map[string]*guidHistory {
 		case coresim.TruthPosted:
 			g := get(e.GUID)
 			g.posted = append(g.posted, e)
+		case coresim.TruthLookup:
+			g := get(e.GUID)
+			g.lookups = append(g.lookups, e)
 		}
 	}
 	for guid := range h.rows {
@@ -338,6 +343,24 @@ func checkRow(g *guidHistory) []string {
 		want, err := g.expectedBody()
 		if err != nil || !bytes.Equal(body(r.Response), want) {
 			return []string{rowString(r), fmt.Sprintf("stored body %q", body(r.Response)), truthString(g.posted[0]), fmt.Sprintf("expected body %q", want)}
+		}
+	}
+	return nil
+}
+
+// checkLookups: no lookup while the core still handles a POST of the GUID.
+// The ages settling waits for (minAge, staleSent) are longer than the core
+// ever takes here (params.maxDelay), so such a lookup measured them wrong.
+func checkLookups(g *guidHistory) []string {
+	for _, e := range g.lookups {
+		if e.DuringPost {
+			ev := []string{truthString(e) + " while a POST of it was being handled"}
+			for _, a := range g.arrived {
+				if !a.At.After(e.At) {
+					ev = append(ev, truthString(a))
+				}
+			}
+			return ev
 		}
 	}
 	return nil

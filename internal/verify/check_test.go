@@ -122,6 +122,10 @@ func TestChecks(t *testing.T) {
 		{name: "row settled not posted", h: history{
 			attempts: []Attempt{f.attempt(codeUnknown, 0, 1000, f.orig)},
 			truth:    []coresim.TruthEvent{arrive}, rows: f.row(ledger.StateFailed, codeNotSent, f.orig, nil)}},
+		{name: "lookup while the core posts", check: "no-lookup-during-post", h: history{
+			attempts: []Attempt{f.attempt(codeUnknown, 0, 1000, f.orig)},
+			truth:    []coresim.TruthEvent{arrive, {At: at(45), Ev: coresim.TruthLookup, GUID: testGUID, Status: 404, DuringPost: true}, f.posting},
+			rows:     doneOK}},
 		{name: "no row, never sent", h: history{
 			attempts: []Attempt{{GUID: testGUID, Sent: at(0), Answered: at(10), Err: "cannot reach relay", Request: f.orig}}}},
 	} {

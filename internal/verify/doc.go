@@ -44,6 +44,10 @@
 //     such a body is allowed only before the row can be shown to exist: a
 //     relay may refuse a frame, E902, before it claims), and the core only
 //     ever received the ledger's body;
+//   - no lookup while the core still handles a POST of the GUID: settling
+//     waits (--settle-min-age and resolve --min-age 4 s, --stale-sent 7 s,
+//     by the database's clock) longer than the core ever takes here
+//     (1.8 s), so a lookup that overtakes a posting measured an age wrong;
 //   - after settling, the row agrees with the core: DONE/0000 if and only if
 //     posted (with the posting's body), otherwise DONE with a refusal or
 //     FAILED/E902; none is SENT or UNKNOWN; a GUID without a row was never

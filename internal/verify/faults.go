@@ -37,10 +37,10 @@ var faultKinds = []faultKind{
 	{name: "relay-term", weight: 1, delay: noDelay, apply: func(ctx context.Context, w *world, e Event) error {
 		return w.relays[e.Relay].restart(ctx, false)
 	}},
-	{name: "core-latency", weight: 3, apply: arm(coresim.FaultDelay), delay: func(r *rand.Rand, p params) time.Duration {
+	{name: "core-latency", weight: 5, apply: arm(coresim.FaultDelay), delay: func(r *rand.Rand, p params) time.Duration {
 		return time.Duration(r.Int64N(int64(p.timeout * 8 / 10)))
 	}},
-	{name: "core-slow-then-post", weight: 4, apply: arm(coresim.FaultDelay), delay: func(r *rand.Rand, p params) time.Duration {
+	{name: "core-slow-then-post", weight: 6, apply: arm(coresim.FaultDelay), delay: func(r *rand.Rand, p params) time.Duration {
 		return p.timeout + time.Duration(r.Int64N(int64(p.maxDelay-p.timeout)))
 	}},
 	{name: "core-500", weight: 2, delay: noDelay, apply: arm(coresim.Fault500)},

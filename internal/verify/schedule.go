@@ -51,7 +51,7 @@ type params struct {
 var defaultParams = params{
 	timeout:   time.Second,
 	maxDelay:  1800 * time.Millisecond,
-	rate:      300,
+	rate:      200,
 	faultRate: 8,
 }
 

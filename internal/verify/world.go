@@ -171,7 +171,7 @@ type relay struct {
 func (r *relay) args(port string) []string {
 	return []string{"--listen", "127.0.0.1", "--port", port, "--core", r.w.coreURL,
 		"--timeout", fmt.Sprint(r.w.cfg.params.timeout.Seconds()), "--connect-timeout", "0.5",
-		"--db", r.w.db, "--settle-every", "1", "--settle-min-age", minAge, "--stale-sent", staleSent,
+		"--db", r.w.db, "--settle-every", "0.5", "--settle-min-age", minAge, "--stale-sent", staleSent,
 		"--breaker-cooldown", "1"}
 }
 
