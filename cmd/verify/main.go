@@ -74,8 +74,8 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "`seed` the schedules are drawn from")
 	fs.IntVar(&o.first, "first", 0, "`index` of the first schedule (to re-run one)")
 	fs.IntVar(&o.relays, "relays", 2, "`number` of relays on the one ledger")
-	fs.Float64Var(&o.rate, "rate", 200, "business transactions a `second` the channels start")
-	cliflag.SecondsVar(fs, &o.duration, "duration", 3*time.Second, "`seconds` of traffic and faults per schedule")
+	fs.Float64Var(&o.rate, "rate", 300, "business transactions a `second` the channels start")
+	cliflag.SecondsVar(fs, &o.duration, "duration", 2*time.Second, "`seconds` of traffic and faults per schedule")
 	fs.StringVar(&o.out, "out", "", "`directory` for the histories (default: a new temporary one)")
 	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
 		return o, err

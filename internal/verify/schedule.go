@@ -51,7 +51,7 @@ type params struct {
 var defaultParams = params{
 	timeout:   time.Second,
 	maxDelay:  1800 * time.Millisecond,
-	rate:      200,
+	rate:      300,
 	faultRate: 8,
 }
 
