@@ -187,3 +187,36 @@ func TestControlHandler(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, strings.TrimSpace(string(b)), "0")
 }
+
+// TestLookupDuringPost: a lookup answered while a POST of the same GUID is
+// still being handled says so in the truth log; one after it does not.
+func TestLookupDuringPost(t *testing.T) {
+	var truth lockedBuffer
+	sim, url := start(t, coresim.Config{Truth: &truth})
+	sim.Arm(coresim.FaultHang, 1, 0) // held until its caller gives up
+	g := guid(1)
+	b, _ := json.Marshal(transfer(g, 100, "x"))
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/transfers", bytes.NewReader(b))
+	req.Header.Set("X-GUID", g)
+	c := &http.Client{Timeout: 2 * time.Second}
+	go func() { _, _ = c.Do(req) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for sim.InFlight() == 0 {
+		assert.Assert(t, time.Now().Before(deadline), "the POST never arrived")
+		time.Sleep(time.Millisecond)
+	}
+	resp, err := http.Get(url + "/v1/transfers/" + g)
+	assert.NilError(t, err)
+	resp.Body.Close()
+	resp, err = http.Get(url + "/v1/transfers/" + guid(2))
+	assert.NilError(t, err)
+	resp.Body.Close()
+
+	var during []bool
+	for _, e := range truth.events(t) {
+		if e.Ev == coresim.TruthLookup {
+			during = append(during, e.DuringPost)
+		}
+	}
+	assert.DeepEqual(t, during, []bool{true, false})
+}
