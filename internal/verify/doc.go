@@ -40,10 +40,11 @@
 //     GUID that arrived at the core while the attempt was in flight, when
 //     no other attempt of the GUID and no reprocess run could have sent it,
 //     contradicts E902;
-//   - E904 exactly for a body other than the one the ledger holds (E902 for
-//     such a body is allowed only before the row can be shown to exist: a
-//     relay may refuse a frame, E902, before it claims), and the core only
-//     ever received the ledger's body;
+//   - E904 exactly for a body other than the one the ledger holds: such a
+//     body is never answered as processed (it may get E902, which sends
+//     nothing: a relay that cannot read its ledger, or refuses a frame
+//     before it claims, says so), and the core only ever received the
+//     ledger's body;
 //   - no lookup while the core still handles a POST of the GUID: settling
 //     waits (--settle-min-age and resolve --min-age 4 s, --stale-sent 7 s,
 //     by the database's clock) longer than the core ever takes here
