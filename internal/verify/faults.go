@@ -67,7 +67,7 @@ var faultKinds = []faultKind{
 	{name: "resolve", weight: 2, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
 		return w.batch(ctx, false, "resolve", "--min-age", minAge, "--stale-sent", staleSent)
 	}},
-	{name: "reprocess", weight: 2, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
+	{name: "reprocess", weight: 3, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
 		return w.batch(ctx, false, "reprocess", "--max-attempts", "4")
 	}},
 	{name: "purge", weight: 1, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
