@@ -73,6 +73,15 @@ var faultKinds = []faultKind{
 	{name: "purge", weight: 1, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
 		return w.batch(ctx, false, "purge", "--days", "1")
 	}},
+	{name: "postgres-lost-commit", weight: 2, postgres: true, delay: noDelay, apply: func(_ context.Context, w *world, e Event) error {
+		// The next COMMITs reach the server, and their answers are lost.
+		w.proxy.CutAfterCommits(e.N)
+		return nil
+	}},
+	{name: "postgres-cut", weight: 1, postgres: true, delay: noDelay, apply: func(_ context.Context, w *world, _ Event) error {
+		w.proxy.CutAll() // every connection to the database at once
+		return nil
+	}},
 	{name: "postgres-restart", weight: 1, postgres: true, delay: noDelay, apply: func(_ context.Context, w *world, _ Event) error {
 		return w.cfg.PG.Restart()
 	}},

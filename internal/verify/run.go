@@ -74,10 +74,14 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 		if cfg.PG == nil {
 			return fail(fmt.Errorf("no PostgreSQL server"))
 		}
-		w.db, err = cfg.PG.Schema(ctx, fmt.Sprintf("verify_%d_%d", s.Seed, s.Index))
+		direct, err := cfg.PG.Schema(ctx, fmt.Sprintf("verify_%d_%d", s.Seed, s.Index))
 		if err != nil {
 			return fail(err)
 		}
+		if w.db, err = w.throughProxy(direct); err != nil {
+			return fail(err)
+		}
+		defer w.proxy.Close()
 	default:
 		w.db = filepath.Join(dir, "ledger.db")
 	}
@@ -158,6 +162,9 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 	// Quiesce, then settle.
 	if err := w.control(ctx, "/disarm", nil); err != nil {
 		return fail(err)
+	}
+	if w.proxy != nil {
+		w.proxy.CutAfterCommits(0)
 	}
 	if err := w.quiesceCore(ctx, cfg.params.maxDelay+30*time.Second); err != nil {
 		return fail(err)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"lhrelay/internal/faultproxy"
 	"lhrelay/internal/pgtest"
 	"lhrelay/internal/plant"
 )
@@ -60,6 +61,7 @@ type world struct {
 	ctlURL  string
 	relays  []*relay
 	httpc   *http.Client
+	proxy   *faultproxy.Proxy // between the relays and PostgreSQL; nil on SQLite
 
 	mu        sync.Mutex
 	reprocess []span         // when reprocess runs were under way
@@ -260,4 +262,20 @@ func (w *world) batch(ctx context.Context, strict bool, name string, args ...str
 		return fmt.Errorf("%s exited %d", name, code)
 	}
 	return nil
+}
+
+// throughProxy starts a fault proxy in front of the PostgreSQL server of
+// db and returns db's URL through it, for the relays and batch commands.
+func (w *world) throughProxy(db string) (string, error) {
+	u, err := url.Parse(db)
+	if err != nil {
+		return "", fmt.Errorf("ledger URL: %w", err)
+	}
+	p, err := faultproxy.Start(u.Host)
+	if err != nil {
+		return "", err
+	}
+	w.proxy = p
+	u.Host = p.Addr()
+	return u.String(), nil
 }
