@@ -5,7 +5,7 @@
 //	go run ./cmd/verify [--schedules N] [--seed S] [--first I] [--store sqlite|postgres|both]
 //	                    [--relays K] [--duration D] [--rate R] [--out DIR] [--plant NAME]
 //
-// It builds the relay, coresim, resolve, reprocess and purge from this tree
+// It builds the relay, coresim, resolve, reprocess, purge and ledger from this tree
 // (run it from the repository) into a temporary directory, then runs
 // schedules I … I+N-1 of seed S, each on fresh processes, on each store
 // asked for. It prints one line per schedule and a summary, writes every
@@ -197,7 +197,7 @@ func build(ctx context.Context, dir string, planted bool, stderr io.Writer) erro
 	if planted {
 		args = append(args, "-tags", "verifybugs")
 	}
-	args = append(args, "./cmd/relay", "./cmd/coresim", "./cmd/resolve", "./cmd/reprocess", "./cmd/purge")
+	args = append(args, "./cmd/relay", "./cmd/coresim", "./cmd/resolve", "./cmd/reprocess", "./cmd/purge", "./cmd/ledger")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	return cmd.Run()

@@ -25,7 +25,8 @@
 // a resolve pass whose lookups the core answers about another GUID (a
 // legal fault: a correct resolve leaves those rows alone), one reprocess
 // run, then resolve until no row is SENT or UNKNOWN and a pass changes
-// nothing.
+// nothing. ledger audit must then find every history chain (SPEC 6b)
+// intact.
 //
 // # The model the checker holds the history to
 //

@@ -174,6 +174,11 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 		return fail(err)
 	}
 
+	// The history of every row (SPEC 6b) must verify: ledger audit
+	// checks every chain and exits 1 naming the first entry that does not.
+	if err := w.audit(ctx); err != nil {
+		w.runErr("%v", err)
+	}
 	rows, err := readRows(ctx, w.db)
 	if err != nil {
 		return fail(err)

@@ -279,3 +279,22 @@ func (w *world) throughProxy(db string) (string, error) {
 	u.Host = p.Addr()
 	return u.String(), nil
 }
+
+// audit runs ledger audit on the settled ledger: the history must verify.
+func (w *world) audit(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	p, _, err := startProc("ledger audit", filepath.Join(w.cfg.Bin, "ledger"), []string{"audit", "--db", w.db}, w.env(), w.logf, "", 0)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.kill()
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("ledger audit exited %d: the history does not verify (see run.log)", code)
+	}
+	return nil
+}
