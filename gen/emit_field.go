@@ -23,11 +23,55 @@ type codec struct {
 }
 
 // offset is the expression for a field's offset in the whole frame.
-func (c *codec) offset(f *Field) Code {
+func (c *codec) offset(f *Field) *Statement {
 	if c.header {
 		return Lit(f.Start)
 	}
 	return Id("HeaderLen").Op("+").Lit(f.Start)
+}
+
+// offsetID and widthID name a field's geometry constants (emitGeometry);
+// a filler has none, and is spelt as literals.
+func (c *codec) offsetID(f *Field) *Statement {
+	if f.Filler {
+		return c.offset(f)
+	}
+	return Id(c.typ + goName(f.Name) + "Offset")
+}
+
+func (c *codec) widthID(f *Field) *Statement {
+	if f.Filler {
+		return Lit(f.Len)
+	}
+	return Id(c.typ + goName(f.Name) + "Width")
+}
+
+// emitGeometry emits each field's frame offset and width as constants,
+// and a guard that they tile the section from its start to its end
+// (sectionLen bytes) with no gap or overlap, so that code naming them
+// cannot build against a hand-edited or stale copy.
+func (c *codec) emitGeometry(f *File, sectionLen Code) {
+	docComment(f, fmt.Sprintf("Frame offset and width of each %s field.", c.layout))
+	f.Const().DefsFunc(func(g *Group) {
+		for _, fd := range c.fields {
+			if fd.Filler {
+				continue
+			}
+			g.Id(c.typ + goName(fd.Name) + "Offset").Op("=").Add(c.offset(fd))
+			g.Id(c.typ + goName(fd.Name) + "Width").Op("=").Lit(fd.Len)
+		}
+	})
+	var at, end Code = Id("HeaderLen"), Id("HeaderLen").Op("+").Add(sectionLen)
+	if c.header {
+		at, end = Lit(0), sectionLen
+	}
+	var guards []Code
+	for _, fd := range c.fields {
+		guards = append(guards, c.offsetID(fd).Op("-").Parens(at))
+		at = c.offsetID(fd).Op("+").Add(c.widthID(fd))
+	}
+	guards = append(guards, Parens(end).Op("-").Parens(at))
+	emitGuard(f, "the "+c.layout+" field geometry", guards...)
 }
 
 func kindID(k fixedwidth.Kind) Code {
@@ -43,8 +87,8 @@ func (c *codec) fieldError(f *Field, got Code, reason string) Code {
 	return Op("&").Qual(fw, "FieldError").Values(
 		Id("Layout").Op(":").Lit(c.layout),
 		Id("Field").Op(":").Lit(f.Name),
-		Id("Offset").Op(":").Add(c.offset(f)),
-		Id("Width").Op(":").Lit(f.Len),
+		Id("Offset").Op(":").Add(c.offsetID(f)),
+		Id("Width").Op(":").Add(c.widthID(f)),
 		Id("Kind").Op(":").Add(kindID(f.Kind)),
 		Id("Got").Op(":").Add(got),
 		Id("Reason").Op(":").Lit(reason),

@@ -9,9 +9,9 @@ import (
 // emitHeader writes header.go: the Header struct, its codec, the length
 // prefix parser, the frame helpers and the lenient encoder used to answer
 // frames that could not be parsed.
-func emitHeader(l *Layouts) *File {
+func (gn generator) emitHeader(l *Layouts) *File {
 	h := l.Header
-	f := newFile(h.File)
+	f := gn.newFile(h.File)
 	c := &codec{layout: h.Name + " header", typ: "Header", recv: "h", header: true, fields: h.Fields, l: l}
 	var prefix *Field
 	for _, fd := range h.Fields {
@@ -48,6 +48,7 @@ func emitHeader(l *Layouts) *File {
 	}
 
 	c.emitStruct(f, fmt.Sprintf("Header is the %d-byte %s frame header. Text fields hold their value without the padding.", h.Declared, h.Name))
+	c.emitGeometry(f, Id("HeaderLen"))
 
 	docComment(f, "ParseLengthPrefix reads the length prefix: exactly PrefixLen ASCII digits,")
 	docComment(f, "no sign and no spaces, counting the bytes that follow it.")

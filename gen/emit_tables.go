@@ -8,8 +8,8 @@ import (
 )
 
 // emitCodeMap writes one code map's translation functions, both ways.
-func emitCodeMap(m *CodeMap) *File {
-	f := newFile(m.File)
+func (gn generator) emitCodeMap(m *CodeMap) *File {
+	f := gn.newFile(m.File)
 	name := goName(m.Name)
 	wires := make([]Code, len(m.Entries))
 	for i, e := range m.Entries {
@@ -46,8 +46,8 @@ func rspConst(name string) string { return "Rsp" + goName(name) }
 
 // emitRspCodes writes the response codes as typed constants and the
 // source → code table, from rspmap.csv.
-func emitRspCodes(l *Layouts) *File {
-	f := newFile(l.RspFile)
+func (gn generator) emitRspCodes(l *Layouts) *File {
+	f := gn.newFile(l.RspFile)
 	codeOf := map[string]string{}
 	for _, r := range l.Rsp {
 		codeOf[r.Source] = r.Code
@@ -139,12 +139,12 @@ func emitRspCodes(l *Layouts) *File {
 
 // emitRegistry writes the transaction registry and the interfaces every
 // generated body satisfies.
-func emitRegistry(l *Layouts) *File {
+func (gn generator) emitRegistry(l *Layouts) *File {
 	var sources []string
 	for _, tx := range l.Txs {
 		sources = append(sources, tx.File)
 	}
-	f := newFile(strings.Join(sources, ", "))
+	f := gn.newFile(strings.Join(sources, ", "))
 
 	docComment(f, "FieldValue is one body field's value in text form, for display.")
 	f.Type().Id("FieldValue").Struct(

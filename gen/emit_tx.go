@@ -11,8 +11,8 @@ import (
 
 // emitTransaction writes one transaction's file: the request and response
 // body types with their fixed-width codecs and their JSON forms.
-func emitTransaction(l *Layouts, tx *Transaction) *File {
-	f := newFile(tx.File)
+func (gn generator) emitTransaction(l *Layouts, tx *Transaction) *File {
+	f := gn.newFile(tx.File)
 	req := &codec{layout: tx.Code + " request", typ: tx.Code + "Request", recv: "r", fields: tx.Request.Fields, l: l}
 	rsp := &codec{layout: tx.Code + " response", typ: tx.Code + "Response", recv: "r", fields: tx.Response.Fields, l: l}
 	reqLen, rspLen := req.typ+"Len", rsp.typ+"Len"
@@ -25,11 +25,12 @@ func emitTransaction(l *Layouts, tx *Transaction) *File {
 	emitGuard(f, "the header these frame offsets follow", Id("HeaderLen").Op("-").Lit(l.Header.Declared))
 
 	for _, c := range []*codec{req, rsp} {
-		lenConst, role := reqLen, "request"
+		lenConst, role, declared := reqLen, "request", tx.Request.Declared
 		if c == rsp {
-			lenConst, role = rspLen, "response"
+			lenConst, role, declared = rspLen, "response", tx.Response.Declared
 		}
-		c.emitStruct(f, fmt.Sprintf("%s is the %s body of %s (%s): %s bytes after the header.", c.typ, role, tx.Code, tx.Title, fmt.Sprint(map[bool]int{true: tx.Request.Declared, false: tx.Response.Declared}[c == req])))
+		c.emitStruct(f, fmt.Sprintf("%s is the %s body of %s (%s): %d bytes after the header.", c.typ, role, tx.Code, tx.Title, declared))
+		c.emitGeometry(f, Id(lenConst))
 		c.emitDecode(f, lenConst, fmt.Sprintf("Decode reads a %s body and checks every field against its kind.\nOn error the contents of %s are unspecified.", c.layout, c.recv))
 		c.emitAppend(f, "AppendTo appends the body to dst. It refuses a value that does not fit its field.")
 		c.emitJSON(f, role == "request")

@@ -5,8 +5,9 @@ package generated
 import (
 	"encoding/json"
 	"fmt"
-	"lhrelay/internal/fixedwidth"
 	"strconv"
+
+	"lhrelay/internal/fixedwidth"
 )
 
 // Body lengths of BKIQ0001 (balance inquiry).
@@ -27,6 +28,22 @@ type BKIQ0001Request struct {
 	Acct string // ACCT, 14 bytes at 3, kind N, JSON acct, account number
 }
 
+// Frame offset and width of each BKIQ0001 request field.
+const (
+	BKIQ0001RequestBankOffset = HeaderLen + 0
+	BKIQ0001RequestBankWidth  = 3
+	BKIQ0001RequestAcctOffset = HeaderLen + 3
+	BKIQ0001RequestAcctWidth  = 14
+)
+
+// Compile-time guard on the BKIQ0001 request field geometry: regenerate with go generate ./... if this fails to build.
+func _() {
+	var x [1]struct{}
+	_ = x[BKIQ0001RequestBankOffset-(HeaderLen)]
+	_ = x[BKIQ0001RequestAcctOffset-(BKIQ0001RequestBankOffset+BKIQ0001RequestBankWidth)]
+	_ = x[(HeaderLen+BKIQ0001RequestLen)-(BKIQ0001RequestAcctOffset+BKIQ0001RequestAcctWidth)]
+}
+
 // Decode reads a BKIQ0001 request body and checks every field against its kind.
 // On error the contents of r are unspecified.
 func (r *BKIQ0001Request) Decode(s string) error {
@@ -36,10 +53,10 @@ func (r *BKIQ0001Request) Decode(s string) error {
 	var ok bool
 	r.Bank = fixedwidth.TrimText(s[0:3])
 	if _, ok = BankToCore(r.Bank); !ok {
-		return &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: s[0:3], Reason: "not a code of map BANK"}
+		return &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: BKIQ0001RequestBankOffset, Width: BKIQ0001RequestBankWidth, Kind: fixedwidth.Code, Got: s[0:3], Reason: "not a code of map BANK"}
 	}
 	if !fixedwidth.Digits(s[3:17]) {
-		return &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "ACCT", Offset: HeaderLen + 3, Width: 14, Kind: fixedwidth.Numeric, Got: s[3:17], Reason: "not all digits"}
+		return &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "ACCT", Offset: BKIQ0001RequestAcctOffset, Width: BKIQ0001RequestAcctWidth, Kind: fixedwidth.Numeric, Got: s[3:17], Reason: "not all digits"}
 	}
 	r.Acct = s[3:17]
 	return nil
@@ -50,13 +67,13 @@ func (r *BKIQ0001Request) AppendTo(dst []byte) ([]byte, error) {
 	start := len(dst)
 	var ok bool
 	if _, ok = BankToCore(r.Bank); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.Bank, Reason: "not a code of map BANK"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: BKIQ0001RequestBankOffset, Width: BKIQ0001RequestBankWidth, Kind: fixedwidth.Code, Got: r.Bank, Reason: "not a code of map BANK"}
 	}
 	if dst, ok = fixedwidth.AppendText(dst, r.Bank, 3); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.Bank, Reason: "longer than 3 bytes"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: BKIQ0001RequestBankOffset, Width: BKIQ0001RequestBankWidth, Kind: fixedwidth.Code, Got: r.Bank, Reason: "longer than 3 bytes"}
 	}
 	if dst, ok = fixedwidth.AppendDigits(dst, r.Acct, 14); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "ACCT", Offset: HeaderLen + 3, Width: 14, Kind: fixedwidth.Numeric, Got: r.Acct, Reason: "not 1 to 14 digits"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "ACCT", Offset: BKIQ0001RequestAcctOffset, Width: BKIQ0001RequestAcctWidth, Kind: fixedwidth.Numeric, Got: r.Acct, Reason: "not 1 to 14 digits"}
 	}
 	return dst, nil
 }
@@ -73,7 +90,7 @@ func (r *BKIQ0001Request) CoreJSON(guid string) ([]byte, error) {
 	j := bkiq0001RequestJSON{GUID: &guid, Acct: &r.Acct}
 	bank, ok := BankToCore(r.Bank)
 	if !ok {
-		return nil, &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.Bank, Reason: "not a code of map BANK"}
+		return nil, &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: BKIQ0001RequestBankOffset, Width: BKIQ0001RequestBankWidth, Kind: fixedwidth.Code, Got: r.Bank, Reason: "not a code of map BANK"}
 	}
 	j.Bank = &bank
 	return json.Marshal(j)
@@ -145,6 +162,22 @@ type BKIQ0001Response struct {
 	AsOf    string // AS_OF, 14 bytes at 15, kind T, JSON asOf
 }
 
+// Frame offset and width of each BKIQ0001 response field.
+const (
+	BKIQ0001ResponseBalanceOffset = HeaderLen + 0
+	BKIQ0001ResponseBalanceWidth  = 15
+	BKIQ0001ResponseAsOfOffset    = HeaderLen + 15
+	BKIQ0001ResponseAsOfWidth     = 14
+)
+
+// Compile-time guard on the BKIQ0001 response field geometry: regenerate with go generate ./... if this fails to build.
+func _() {
+	var x [1]struct{}
+	_ = x[BKIQ0001ResponseBalanceOffset-(HeaderLen)]
+	_ = x[BKIQ0001ResponseAsOfOffset-(BKIQ0001ResponseBalanceOffset+BKIQ0001ResponseBalanceWidth)]
+	_ = x[(HeaderLen+BKIQ0001ResponseLen)-(BKIQ0001ResponseAsOfOffset+BKIQ0001ResponseAsOfWidth)]
+}
+
 // Decode reads a BKIQ0001 response body and checks every field against its kind.
 // On error the contents of r are unspecified.
 func (r *BKIQ0001Response) Decode(s string) error {
@@ -153,10 +186,10 @@ func (r *BKIQ0001Response) Decode(s string) error {
 	}
 	var ok bool
 	if r.Balance, ok = fixedwidth.ParseDigits(s[0:15]); !ok {
-		return &fixedwidth.FieldError{Layout: "BKIQ0001 response", Field: "BALANCE", Offset: HeaderLen + 0, Width: 15, Kind: fixedwidth.Numeric, Got: s[0:15], Reason: "not all digits"}
+		return &fixedwidth.FieldError{Layout: "BKIQ0001 response", Field: "BALANCE", Offset: BKIQ0001ResponseBalanceOffset, Width: BKIQ0001ResponseBalanceWidth, Kind: fixedwidth.Numeric, Got: s[0:15], Reason: "not all digits"}
 	}
 	if !fixedwidth.ValidTimestamp(s[15:29]) {
-		return &fixedwidth.FieldError{Layout: "BKIQ0001 response", Field: "AS_OF", Offset: HeaderLen + 15, Width: 14, Kind: fixedwidth.Timestamp, Got: s[15:29], Reason: "not a valid YYYYMMDDhhmmss"}
+		return &fixedwidth.FieldError{Layout: "BKIQ0001 response", Field: "AS_OF", Offset: BKIQ0001ResponseAsOfOffset, Width: BKIQ0001ResponseAsOfWidth, Kind: fixedwidth.Timestamp, Got: s[15:29], Reason: "not a valid YYYYMMDDhhmmss"}
 	}
 	r.AsOf = s[15:29]
 	return nil
@@ -167,10 +200,10 @@ func (r *BKIQ0001Response) AppendTo(dst []byte) ([]byte, error) {
 	start := len(dst)
 	var ok bool
 	if dst, ok = fixedwidth.AppendNumber(dst, r.Balance, 15); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKIQ0001 response", Field: "BALANCE", Offset: HeaderLen + 0, Width: 15, Kind: fixedwidth.Numeric, Got: strconv.FormatInt(r.Balance, 10), Reason: "negative or more than 15 digits"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKIQ0001 response", Field: "BALANCE", Offset: BKIQ0001ResponseBalanceOffset, Width: BKIQ0001ResponseBalanceWidth, Kind: fixedwidth.Numeric, Got: strconv.FormatInt(r.Balance, 10), Reason: "negative or more than 15 digits"}
 	}
 	if !fixedwidth.ValidTimestamp(r.AsOf) {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKIQ0001 response", Field: "AS_OF", Offset: HeaderLen + 15, Width: 14, Kind: fixedwidth.Timestamp, Got: r.AsOf, Reason: "not a valid YYYYMMDDhhmmss"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKIQ0001 response", Field: "AS_OF", Offset: BKIQ0001ResponseAsOfOffset, Width: BKIQ0001ResponseAsOfWidth, Kind: fixedwidth.Timestamp, Got: r.AsOf, Reason: "not a valid YYYYMMDDhhmmss"}
 	}
 	dst = append(dst, r.AsOf...)
 	return dst, nil
@@ -247,15 +280,15 @@ func (*BKIQ0001Response) Flag() string {
 func (r *BKIQ0001Request) CorePath() (string, error) {
 	bank, ok := BankToCore(r.Bank)
 	if !ok {
-		return "", &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.Bank, Reason: "not a code of map BANK"}
+		return "", &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: BKIQ0001RequestBankOffset, Width: BKIQ0001RequestBankWidth, Kind: fixedwidth.Code, Got: r.Bank, Reason: "not a code of map BANK"}
 	}
 	bankSeg, ok := fixedwidth.PathSegment(bank)
 	if !ok {
-		return "", &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.Bank, Reason: "does not address one path segment (empty, . or ..)"}
+		return "", &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: BKIQ0001RequestBankOffset, Width: BKIQ0001RequestBankWidth, Kind: fixedwidth.Code, Got: r.Bank, Reason: "does not address one path segment (empty, . or ..)"}
 	}
 	acctSeg, ok := fixedwidth.PathSegment(r.Acct)
 	if !ok {
-		return "", &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "ACCT", Offset: HeaderLen + 3, Width: 14, Kind: fixedwidth.Numeric, Got: r.Acct, Reason: "does not address one path segment (empty, . or ..)"}
+		return "", &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "ACCT", Offset: BKIQ0001RequestAcctOffset, Width: BKIQ0001RequestAcctWidth, Kind: fixedwidth.Numeric, Got: r.Acct, Reason: "does not address one path segment (empty, . or ..)"}
 	}
 	return "/v1/accounts/" + bankSeg + "/" + acctSeg, nil
 }

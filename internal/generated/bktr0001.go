@@ -5,9 +5,10 @@ package generated
 import (
 	"encoding/json"
 	"fmt"
-	"lhrelay/internal/fixedwidth"
 	"net/url"
 	"strconv"
+
+	"lhrelay/internal/fixedwidth"
 )
 
 // Body lengths of BKTR0001 (account transfer).
@@ -32,6 +33,34 @@ type BKTR0001Request struct {
 	Memo   string // MEMO, 20 bytes at 47, kind X, JSON memo
 }
 
+// Frame offset and width of each BKTR0001 request field.
+const (
+	BKTR0001RequestWdBankOffset = HeaderLen + 0
+	BKTR0001RequestWdBankWidth  = 3
+	BKTR0001RequestWdAcctOffset = HeaderLen + 3
+	BKTR0001RequestWdAcctWidth  = 14
+	BKTR0001RequestDpBankOffset = HeaderLen + 17
+	BKTR0001RequestDpBankWidth  = 3
+	BKTR0001RequestDpAcctOffset = HeaderLen + 20
+	BKTR0001RequestDpAcctWidth  = 14
+	BKTR0001RequestAmountOffset = HeaderLen + 34
+	BKTR0001RequestAmountWidth  = 13
+	BKTR0001RequestMemoOffset   = HeaderLen + 47
+	BKTR0001RequestMemoWidth    = 20
+)
+
+// Compile-time guard on the BKTR0001 request field geometry: regenerate with go generate ./... if this fails to build.
+func _() {
+	var x [1]struct{}
+	_ = x[BKTR0001RequestWdBankOffset-(HeaderLen)]
+	_ = x[BKTR0001RequestWdAcctOffset-(BKTR0001RequestWdBankOffset+BKTR0001RequestWdBankWidth)]
+	_ = x[BKTR0001RequestDpBankOffset-(BKTR0001RequestWdAcctOffset+BKTR0001RequestWdAcctWidth)]
+	_ = x[BKTR0001RequestDpAcctOffset-(BKTR0001RequestDpBankOffset+BKTR0001RequestDpBankWidth)]
+	_ = x[BKTR0001RequestAmountOffset-(BKTR0001RequestDpAcctOffset+BKTR0001RequestDpAcctWidth)]
+	_ = x[BKTR0001RequestMemoOffset-(BKTR0001RequestAmountOffset+BKTR0001RequestAmountWidth)]
+	_ = x[(HeaderLen+BKTR0001RequestLen)-(BKTR0001RequestMemoOffset+BKTR0001RequestMemoWidth)]
+}
+
 // Decode reads a BKTR0001 request body and checks every field against its kind.
 // On error the contents of r are unspecified.
 func (r *BKTR0001Request) Decode(s string) error {
@@ -41,28 +70,28 @@ func (r *BKTR0001Request) Decode(s string) error {
 	var ok bool
 	r.WdBank = fixedwidth.TrimText(s[0:3])
 	if _, ok = BankToCore(r.WdBank); !ok {
-		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: s[0:3], Reason: "not a code of map BANK"}
+		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_BANK", Offset: BKTR0001RequestWdBankOffset, Width: BKTR0001RequestWdBankWidth, Kind: fixedwidth.Code, Got: s[0:3], Reason: "not a code of map BANK"}
 	}
 	if !fixedwidth.Digits(s[3:17]) {
-		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_ACCT", Offset: HeaderLen + 3, Width: 14, Kind: fixedwidth.Numeric, Got: s[3:17], Reason: "not all digits"}
+		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_ACCT", Offset: BKTR0001RequestWdAcctOffset, Width: BKTR0001RequestWdAcctWidth, Kind: fixedwidth.Numeric, Got: s[3:17], Reason: "not all digits"}
 	}
 	r.WdAcct = s[3:17]
 	r.DpBank = fixedwidth.TrimText(s[17:20])
 	if _, ok = BankToCore(r.DpBank); !ok {
-		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_BANK", Offset: HeaderLen + 17, Width: 3, Kind: fixedwidth.Code, Got: s[17:20], Reason: "not a code of map BANK"}
+		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_BANK", Offset: BKTR0001RequestDpBankOffset, Width: BKTR0001RequestDpBankWidth, Kind: fixedwidth.Code, Got: s[17:20], Reason: "not a code of map BANK"}
 	}
 	if !fixedwidth.Digits(s[20:34]) {
-		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_ACCT", Offset: HeaderLen + 20, Width: 14, Kind: fixedwidth.Numeric, Got: s[20:34], Reason: "not all digits"}
+		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_ACCT", Offset: BKTR0001RequestDpAcctOffset, Width: BKTR0001RequestDpAcctWidth, Kind: fixedwidth.Numeric, Got: s[20:34], Reason: "not all digits"}
 	}
 	r.DpAcct = s[20:34]
 	if r.Amount, ok = fixedwidth.ParseDigits(s[34:47]); !ok {
-		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "AMOUNT", Offset: HeaderLen + 34, Width: 13, Kind: fixedwidth.Numeric, Got: s[34:47], Reason: "not all digits"}
+		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "AMOUNT", Offset: BKTR0001RequestAmountOffset, Width: BKTR0001RequestAmountWidth, Kind: fixedwidth.Numeric, Got: s[34:47], Reason: "not all digits"}
 	}
 	if r.Amount < 1 {
-		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "AMOUNT", Offset: HeaderLen + 34, Width: 13, Kind: fixedwidth.Numeric, Got: s[34:47], Reason: "below the minimum 1"}
+		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "AMOUNT", Offset: BKTR0001RequestAmountOffset, Width: BKTR0001RequestAmountWidth, Kind: fixedwidth.Numeric, Got: s[34:47], Reason: "below the minimum 1"}
 	}
 	if !fixedwidth.Printable(s[47:67]) {
-		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "MEMO", Offset: HeaderLen + 47, Width: 20, Kind: fixedwidth.Text, Got: s[47:67], Reason: "not printable ASCII"}
+		return &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "MEMO", Offset: BKTR0001RequestMemoOffset, Width: BKTR0001RequestMemoWidth, Kind: fixedwidth.Text, Got: s[47:67], Reason: "not printable ASCII"}
 	}
 	r.Memo = fixedwidth.TrimText(s[47:67])
 	return nil
@@ -73,31 +102,31 @@ func (r *BKTR0001Request) AppendTo(dst []byte) ([]byte, error) {
 	start := len(dst)
 	var ok bool
 	if _, ok = BankToCore(r.WdBank); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.WdBank, Reason: "not a code of map BANK"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_BANK", Offset: BKTR0001RequestWdBankOffset, Width: BKTR0001RequestWdBankWidth, Kind: fixedwidth.Code, Got: r.WdBank, Reason: "not a code of map BANK"}
 	}
 	if dst, ok = fixedwidth.AppendText(dst, r.WdBank, 3); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.WdBank, Reason: "longer than 3 bytes"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_BANK", Offset: BKTR0001RequestWdBankOffset, Width: BKTR0001RequestWdBankWidth, Kind: fixedwidth.Code, Got: r.WdBank, Reason: "longer than 3 bytes"}
 	}
 	if dst, ok = fixedwidth.AppendDigits(dst, r.WdAcct, 14); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_ACCT", Offset: HeaderLen + 3, Width: 14, Kind: fixedwidth.Numeric, Got: r.WdAcct, Reason: "not 1 to 14 digits"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_ACCT", Offset: BKTR0001RequestWdAcctOffset, Width: BKTR0001RequestWdAcctWidth, Kind: fixedwidth.Numeric, Got: r.WdAcct, Reason: "not 1 to 14 digits"}
 	}
 	if _, ok = BankToCore(r.DpBank); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_BANK", Offset: HeaderLen + 17, Width: 3, Kind: fixedwidth.Code, Got: r.DpBank, Reason: "not a code of map BANK"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_BANK", Offset: BKTR0001RequestDpBankOffset, Width: BKTR0001RequestDpBankWidth, Kind: fixedwidth.Code, Got: r.DpBank, Reason: "not a code of map BANK"}
 	}
 	if dst, ok = fixedwidth.AppendText(dst, r.DpBank, 3); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_BANK", Offset: HeaderLen + 17, Width: 3, Kind: fixedwidth.Code, Got: r.DpBank, Reason: "longer than 3 bytes"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_BANK", Offset: BKTR0001RequestDpBankOffset, Width: BKTR0001RequestDpBankWidth, Kind: fixedwidth.Code, Got: r.DpBank, Reason: "longer than 3 bytes"}
 	}
 	if dst, ok = fixedwidth.AppendDigits(dst, r.DpAcct, 14); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_ACCT", Offset: HeaderLen + 20, Width: 14, Kind: fixedwidth.Numeric, Got: r.DpAcct, Reason: "not 1 to 14 digits"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_ACCT", Offset: BKTR0001RequestDpAcctOffset, Width: BKTR0001RequestDpAcctWidth, Kind: fixedwidth.Numeric, Got: r.DpAcct, Reason: "not 1 to 14 digits"}
 	}
 	if r.Amount < 1 {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "AMOUNT", Offset: HeaderLen + 34, Width: 13, Kind: fixedwidth.Numeric, Got: strconv.FormatInt(r.Amount, 10), Reason: "below the minimum 1"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "AMOUNT", Offset: BKTR0001RequestAmountOffset, Width: BKTR0001RequestAmountWidth, Kind: fixedwidth.Numeric, Got: strconv.FormatInt(r.Amount, 10), Reason: "below the minimum 1"}
 	}
 	if dst, ok = fixedwidth.AppendNumber(dst, r.Amount, 13); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "AMOUNT", Offset: HeaderLen + 34, Width: 13, Kind: fixedwidth.Numeric, Got: strconv.FormatInt(r.Amount, 10), Reason: "negative or more than 13 digits"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "AMOUNT", Offset: BKTR0001RequestAmountOffset, Width: BKTR0001RequestAmountWidth, Kind: fixedwidth.Numeric, Got: strconv.FormatInt(r.Amount, 10), Reason: "negative or more than 13 digits"}
 	}
 	if dst, ok = fixedwidth.AppendText(dst, r.Memo, 20); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "MEMO", Offset: HeaderLen + 47, Width: 20, Kind: fixedwidth.Text, Got: r.Memo, Reason: "longer than 20 bytes or not printable ASCII"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "MEMO", Offset: BKTR0001RequestMemoOffset, Width: BKTR0001RequestMemoWidth, Kind: fixedwidth.Text, Got: r.Memo, Reason: "longer than 20 bytes or not printable ASCII"}
 	}
 	return dst, nil
 }
@@ -118,12 +147,12 @@ func (r *BKTR0001Request) CoreJSON(guid string) ([]byte, error) {
 	j := bktr0001RequestJSON{GUID: &guid, WdAcct: &r.WdAcct, DpAcct: &r.DpAcct, Amount: &r.Amount, Memo: &r.Memo}
 	wdBank, ok := BankToCore(r.WdBank)
 	if !ok {
-		return nil, &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_BANK", Offset: HeaderLen + 0, Width: 3, Kind: fixedwidth.Code, Got: r.WdBank, Reason: "not a code of map BANK"}
+		return nil, &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_BANK", Offset: BKTR0001RequestWdBankOffset, Width: BKTR0001RequestWdBankWidth, Kind: fixedwidth.Code, Got: r.WdBank, Reason: "not a code of map BANK"}
 	}
 	j.WdBank = &wdBank
 	dpBank, ok := BankToCore(r.DpBank)
 	if !ok {
-		return nil, &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_BANK", Offset: HeaderLen + 17, Width: 3, Kind: fixedwidth.Code, Got: r.DpBank, Reason: "not a code of map BANK"}
+		return nil, &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_BANK", Offset: BKTR0001RequestDpBankOffset, Width: BKTR0001RequestDpBankWidth, Kind: fixedwidth.Code, Got: r.DpBank, Reason: "not a code of map BANK"}
 	}
 	j.DpBank = &dpBank
 	return json.Marshal(j)
@@ -233,6 +262,25 @@ type BKTR0001Response struct {
 	PostedAt string // POSTED_AT, 14 bytes at 31, kind T, JSON postedAt
 }
 
+// Frame offset and width of each BKTR0001 response field.
+const (
+	BKTR0001ResponseCoreTxidOffset = HeaderLen + 0
+	BKTR0001ResponseCoreTxidWidth  = 16
+	BKTR0001ResponseBalanceOffset  = HeaderLen + 16
+	BKTR0001ResponseBalanceWidth   = 15
+	BKTR0001ResponsePostedAtOffset = HeaderLen + 31
+	BKTR0001ResponsePostedAtWidth  = 14
+)
+
+// Compile-time guard on the BKTR0001 response field geometry: regenerate with go generate ./... if this fails to build.
+func _() {
+	var x [1]struct{}
+	_ = x[BKTR0001ResponseCoreTxidOffset-(HeaderLen)]
+	_ = x[BKTR0001ResponseBalanceOffset-(BKTR0001ResponseCoreTxidOffset+BKTR0001ResponseCoreTxidWidth)]
+	_ = x[BKTR0001ResponsePostedAtOffset-(BKTR0001ResponseBalanceOffset+BKTR0001ResponseBalanceWidth)]
+	_ = x[(HeaderLen+BKTR0001ResponseLen)-(BKTR0001ResponsePostedAtOffset+BKTR0001ResponsePostedAtWidth)]
+}
+
 // Decode reads a BKTR0001 response body and checks every field against its kind.
 // On error the contents of r are unspecified.
 func (r *BKTR0001Response) Decode(s string) error {
@@ -241,14 +289,14 @@ func (r *BKTR0001Response) Decode(s string) error {
 	}
 	var ok bool
 	if !fixedwidth.Printable(s[0:16]) {
-		return &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "CORE_TXID", Offset: HeaderLen + 0, Width: 16, Kind: fixedwidth.Text, Got: s[0:16], Reason: "not printable ASCII"}
+		return &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "CORE_TXID", Offset: BKTR0001ResponseCoreTxidOffset, Width: BKTR0001ResponseCoreTxidWidth, Kind: fixedwidth.Text, Got: s[0:16], Reason: "not printable ASCII"}
 	}
 	r.CoreTxid = fixedwidth.TrimText(s[0:16])
 	if r.Balance, ok = fixedwidth.ParseDigits(s[16:31]); !ok {
-		return &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "BALANCE", Offset: HeaderLen + 16, Width: 15, Kind: fixedwidth.Numeric, Got: s[16:31], Reason: "not all digits"}
+		return &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "BALANCE", Offset: BKTR0001ResponseBalanceOffset, Width: BKTR0001ResponseBalanceWidth, Kind: fixedwidth.Numeric, Got: s[16:31], Reason: "not all digits"}
 	}
 	if !fixedwidth.ValidTimestamp(s[31:45]) {
-		return &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "POSTED_AT", Offset: HeaderLen + 31, Width: 14, Kind: fixedwidth.Timestamp, Got: s[31:45], Reason: "not a valid YYYYMMDDhhmmss"}
+		return &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "POSTED_AT", Offset: BKTR0001ResponsePostedAtOffset, Width: BKTR0001ResponsePostedAtWidth, Kind: fixedwidth.Timestamp, Got: s[31:45], Reason: "not a valid YYYYMMDDhhmmss"}
 	}
 	r.PostedAt = s[31:45]
 	return nil
@@ -259,13 +307,13 @@ func (r *BKTR0001Response) AppendTo(dst []byte) ([]byte, error) {
 	start := len(dst)
 	var ok bool
 	if dst, ok = fixedwidth.AppendText(dst, r.CoreTxid, 16); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "CORE_TXID", Offset: HeaderLen + 0, Width: 16, Kind: fixedwidth.Text, Got: r.CoreTxid, Reason: "longer than 16 bytes or not printable ASCII"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "CORE_TXID", Offset: BKTR0001ResponseCoreTxidOffset, Width: BKTR0001ResponseCoreTxidWidth, Kind: fixedwidth.Text, Got: r.CoreTxid, Reason: "longer than 16 bytes or not printable ASCII"}
 	}
 	if dst, ok = fixedwidth.AppendNumber(dst, r.Balance, 15); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "BALANCE", Offset: HeaderLen + 16, Width: 15, Kind: fixedwidth.Numeric, Got: strconv.FormatInt(r.Balance, 10), Reason: "negative or more than 15 digits"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "BALANCE", Offset: BKTR0001ResponseBalanceOffset, Width: BKTR0001ResponseBalanceWidth, Kind: fixedwidth.Numeric, Got: strconv.FormatInt(r.Balance, 10), Reason: "negative or more than 15 digits"}
 	}
 	if !fixedwidth.ValidTimestamp(r.PostedAt) {
-		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "POSTED_AT", Offset: HeaderLen + 31, Width: 14, Kind: fixedwidth.Timestamp, Got: r.PostedAt, Reason: "not a valid YYYYMMDDhhmmss"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "BKTR0001 response", Field: "POSTED_AT", Offset: BKTR0001ResponsePostedAtOffset, Width: BKTR0001ResponsePostedAtWidth, Kind: fixedwidth.Timestamp, Got: r.PostedAt, Reason: "not a valid YYYYMMDDhhmmss"}
 	}
 	dst = append(dst, r.PostedAt...)
 	return dst, nil

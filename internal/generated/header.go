@@ -4,8 +4,9 @@ package generated
 
 import (
 	"fmt"
-	"lhrelay/internal/fixedwidth"
 	"strconv"
+
+	"lhrelay/internal/fixedwidth"
 )
 
 // Frame geometry of the LHSTD header.
@@ -38,6 +39,41 @@ type Header struct {
 	SentAt  string // SENT_AT, 14 bytes at 55, kind T
 }
 
+// Frame offset and width of each LHSTD header field.
+const (
+	HeaderLenOffset     = 0
+	HeaderLenWidth      = 4
+	HeaderTxCodeOffset  = 4
+	HeaderTxCodeWidth   = 8
+	HeaderGUIDOffset    = 12
+	HeaderGUIDWidth     = 32
+	HeaderFlagOffset    = 44
+	HeaderFlagWidth     = 1
+	HeaderSrcOrgOffset  = 45
+	HeaderSrcOrgWidth   = 3
+	HeaderDstOrgOffset  = 48
+	HeaderDstOrgWidth   = 3
+	HeaderRspCodeOffset = 51
+	HeaderRspCodeWidth  = 4
+	HeaderSentAtOffset  = 55
+	HeaderSentAtWidth   = 14
+)
+
+// Compile-time guard on the LHSTD header field geometry: regenerate with go generate ./... if this fails to build.
+func _() {
+	var x [1]struct{}
+	_ = x[HeaderLenOffset-(0)]
+	_ = x[HeaderTxCodeOffset-(HeaderLenOffset+HeaderLenWidth)]
+	_ = x[HeaderGUIDOffset-(HeaderTxCodeOffset+HeaderTxCodeWidth)]
+	_ = x[HeaderFlagOffset-(HeaderGUIDOffset+HeaderGUIDWidth)]
+	_ = x[HeaderSrcOrgOffset-(HeaderFlagOffset+HeaderFlagWidth)]
+	_ = x[HeaderDstOrgOffset-(HeaderSrcOrgOffset+HeaderSrcOrgWidth)]
+	_ = x[HeaderRspCodeOffset-(HeaderDstOrgOffset+HeaderDstOrgWidth)]
+	_ = x[HeaderSentAtOffset-(HeaderRspCodeOffset+HeaderRspCodeWidth)]
+	_ = x[69-(HeaderSentAtOffset+HeaderSentAtWidth)]
+	_ = x[(HeaderLen)-(69+11)]
+}
+
 // ParseLengthPrefix reads the length prefix: exactly PrefixLen ASCII digits,
 // no sign and no spaces, counting the bytes that follow it.
 func ParseLengthPrefix(s string) (int, error) {
@@ -55,36 +91,36 @@ func (h *Header) Decode(s string) error {
 	}
 	var err error
 	if h.Len, err = ParseLengthPrefix(s[0:4]); err != nil {
-		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "LEN", Offset: 0, Width: 4, Kind: fixedwidth.Numeric, Got: s[0:4], Reason: "not 4 ASCII digits"}
+		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "LEN", Offset: HeaderLenOffset, Width: HeaderLenWidth, Kind: fixedwidth.Numeric, Got: s[0:4], Reason: "not 4 ASCII digits"}
 	}
 	if !fixedwidth.Printable(s[4:12]) {
-		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "TX_CODE", Offset: 4, Width: 8, Kind: fixedwidth.Text, Got: s[4:12], Reason: "not printable ASCII"}
+		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "TX_CODE", Offset: HeaderTxCodeOffset, Width: HeaderTxCodeWidth, Kind: fixedwidth.Text, Got: s[4:12], Reason: "not printable ASCII"}
 	}
 	h.TxCode = fixedwidth.TrimText(s[4:12])
 	if !fixedwidth.LowerHex(s[12:44]) {
-		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "GUID", Offset: 12, Width: 32, Kind: fixedwidth.Hex, Got: s[12:44], Reason: "not lowercase hex digits"}
+		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "GUID", Offset: HeaderGUIDOffset, Width: HeaderGUIDWidth, Kind: fixedwidth.Hex, Got: s[12:44], Reason: "not lowercase hex digits"}
 	}
 	h.GUID = s[12:44]
 	switch s[44:45] {
 	case FlagRequest, FlagResponse:
 		h.Flag = s[44:45]
 	default:
-		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "FLAG", Offset: 44, Width: 1, Kind: fixedwidth.Text, Got: s[44:45], Reason: "not one of \"S\", \"R\""}
+		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "FLAG", Offset: HeaderFlagOffset, Width: HeaderFlagWidth, Kind: fixedwidth.Text, Got: s[44:45], Reason: "not one of \"S\", \"R\""}
 	}
 	if !fixedwidth.Printable(s[45:48]) {
-		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "SRC_ORG", Offset: 45, Width: 3, Kind: fixedwidth.Text, Got: s[45:48], Reason: "not printable ASCII"}
+		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "SRC_ORG", Offset: HeaderSrcOrgOffset, Width: HeaderSrcOrgWidth, Kind: fixedwidth.Text, Got: s[45:48], Reason: "not printable ASCII"}
 	}
 	h.SrcOrg = fixedwidth.TrimText(s[45:48])
 	if !fixedwidth.Printable(s[48:51]) {
-		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "DST_ORG", Offset: 48, Width: 3, Kind: fixedwidth.Text, Got: s[48:51], Reason: "not printable ASCII"}
+		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "DST_ORG", Offset: HeaderDstOrgOffset, Width: HeaderDstOrgWidth, Kind: fixedwidth.Text, Got: s[48:51], Reason: "not printable ASCII"}
 	}
 	h.DstOrg = fixedwidth.TrimText(s[48:51])
 	if !fixedwidth.Printable(s[51:55]) {
-		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "RSP_CODE", Offset: 51, Width: 4, Kind: fixedwidth.Text, Got: s[51:55], Reason: "not printable ASCII"}
+		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "RSP_CODE", Offset: HeaderRspCodeOffset, Width: HeaderRspCodeWidth, Kind: fixedwidth.Text, Got: s[51:55], Reason: "not printable ASCII"}
 	}
 	h.RspCode = fixedwidth.TrimText(s[51:55])
 	if !fixedwidth.ValidTimestamp(s[55:69]) {
-		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "SENT_AT", Offset: 55, Width: 14, Kind: fixedwidth.Timestamp, Got: s[55:69], Reason: "not a valid YYYYMMDDhhmmss"}
+		return &fixedwidth.FieldError{Layout: "LHSTD header", Field: "SENT_AT", Offset: HeaderSentAtOffset, Width: HeaderSentAtWidth, Kind: fixedwidth.Timestamp, Got: s[55:69], Reason: "not a valid YYYYMMDDhhmmss"}
 	}
 	h.SentAt = s[55:69]
 	// FILLER: filler, ignored on input.
@@ -96,32 +132,32 @@ func (h *Header) AppendTo(dst []byte) ([]byte, error) {
 	start := len(dst)
 	var ok bool
 	if dst, ok = fixedwidth.AppendNumber(dst, int64(h.Len), 4); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "LEN", Offset: 0, Width: 4, Kind: fixedwidth.Numeric, Got: strconv.Itoa(h.Len), Reason: "negative or more than 4 digits"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "LEN", Offset: HeaderLenOffset, Width: HeaderLenWidth, Kind: fixedwidth.Numeric, Got: strconv.Itoa(h.Len), Reason: "negative or more than 4 digits"}
 	}
 	if dst, ok = fixedwidth.AppendText(dst, h.TxCode, 8); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "TX_CODE", Offset: 4, Width: 8, Kind: fixedwidth.Text, Got: h.TxCode, Reason: "longer than 8 bytes or not printable ASCII"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "TX_CODE", Offset: HeaderTxCodeOffset, Width: HeaderTxCodeWidth, Kind: fixedwidth.Text, Got: h.TxCode, Reason: "longer than 8 bytes or not printable ASCII"}
 	}
 	if len(h.GUID) != 32 || !fixedwidth.LowerHex(h.GUID) {
-		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "GUID", Offset: 12, Width: 32, Kind: fixedwidth.Hex, Got: h.GUID, Reason: "not 32 lowercase hex digits"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "GUID", Offset: HeaderGUIDOffset, Width: HeaderGUIDWidth, Kind: fixedwidth.Hex, Got: h.GUID, Reason: "not 32 lowercase hex digits"}
 	}
 	dst = append(dst, h.GUID...)
 	switch h.Flag {
 	case FlagRequest, FlagResponse:
 		dst = append(dst, h.Flag...)
 	default:
-		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "FLAG", Offset: 44, Width: 1, Kind: fixedwidth.Text, Got: h.Flag, Reason: "not one of \"S\", \"R\""}
+		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "FLAG", Offset: HeaderFlagOffset, Width: HeaderFlagWidth, Kind: fixedwidth.Text, Got: h.Flag, Reason: "not one of \"S\", \"R\""}
 	}
 	if dst, ok = fixedwidth.AppendText(dst, h.SrcOrg, 3); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "SRC_ORG", Offset: 45, Width: 3, Kind: fixedwidth.Text, Got: h.SrcOrg, Reason: "longer than 3 bytes or not printable ASCII"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "SRC_ORG", Offset: HeaderSrcOrgOffset, Width: HeaderSrcOrgWidth, Kind: fixedwidth.Text, Got: h.SrcOrg, Reason: "longer than 3 bytes or not printable ASCII"}
 	}
 	if dst, ok = fixedwidth.AppendText(dst, h.DstOrg, 3); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "DST_ORG", Offset: 48, Width: 3, Kind: fixedwidth.Text, Got: h.DstOrg, Reason: "longer than 3 bytes or not printable ASCII"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "DST_ORG", Offset: HeaderDstOrgOffset, Width: HeaderDstOrgWidth, Kind: fixedwidth.Text, Got: h.DstOrg, Reason: "longer than 3 bytes or not printable ASCII"}
 	}
 	if dst, ok = fixedwidth.AppendText(dst, h.RspCode, 4); !ok {
-		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "RSP_CODE", Offset: 51, Width: 4, Kind: fixedwidth.Text, Got: h.RspCode, Reason: "longer than 4 bytes or not printable ASCII"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "RSP_CODE", Offset: HeaderRspCodeOffset, Width: HeaderRspCodeWidth, Kind: fixedwidth.Text, Got: h.RspCode, Reason: "longer than 4 bytes or not printable ASCII"}
 	}
 	if !fixedwidth.ValidTimestamp(h.SentAt) {
-		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "SENT_AT", Offset: 55, Width: 14, Kind: fixedwidth.Timestamp, Got: h.SentAt, Reason: "not a valid YYYYMMDDhhmmss"}
+		return dst[:start], &fixedwidth.FieldError{Layout: "LHSTD header", Field: "SENT_AT", Offset: HeaderSentAtOffset, Width: HeaderSentAtWidth, Kind: fixedwidth.Timestamp, Got: h.SentAt, Reason: "not a valid YYYYMMDDhhmmss"}
 	}
 	dst = append(dst, h.SentAt...)
 	dst = fixedwidth.AppendSpaces(dst, 11)
