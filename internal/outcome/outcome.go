@@ -1,9 +1,11 @@
-// Package outcome turns what came of a request — a core call's result, or
-// the answer to a lookup that settles an unknown one — into the one value
-// that is both the channel's answer and the ledger's record: a
-// ledger.Outcome. The relay, reprocess and resolve build it here and
-// nowhere else, so a GUID's stored answer does not depend on who settled
-// it.
+// Package outcome turns what came of a request — a core call's result, the
+// ledger's or the relay's own answer without a call, or the answer to a
+// lookup that settles an unknown one — into the one value that is both the
+// channel's answer and the ledger's record: a ledger.Outcome. It also
+// builds the answer to a frame that is not processed (Rejection). The
+// relay, reprocess and resolve build every answer here and nowhere else, so
+// a GUID's stored answer does not depend on who settled it, and an answer
+// that will not encode falls back one way everywhere.
 package outcome
 
 import (
@@ -52,6 +54,35 @@ func WhyCall(res corecall.Result) ledger.Why {
 func OfCall(dst []byte, req *generated.Header, res corecall.Result, now time.Time) (ledger.Outcome, generated.Source) {
 	out, src := frame(dst, req, res.Source, res.Body, now)
 	return Of(src, out, WhyCall(res)), src
+}
+
+// Answer appends to dst the empty-bodied answer with src's code to the
+// request with header req, for an answer the relay gives without a core
+// call's result (E901, E902, E903, E904), and returns its record. It falls
+// back as OfCall does, so it never fails.
+func Answer(dst []byte, req *generated.Header, src generated.Source, why ledger.Why, now time.Time) ledger.Outcome {
+	out, got := frame(dst, req, src, nil, now)
+	return Of(got, out, why)
+}
+
+// WhyNotCalled is what the history says of a call that was not made
+// (refused before any byte was sent: an open breaker, a stopping relay),
+// err saying why.
+func WhyNotCalled(err error) ledger.Why {
+	reason := "no error"
+	if err != nil {
+		reason = err.Error()
+	}
+	return ledger.Why{Reason: "core not called: " + reason}
+}
+
+// Rejection appends to dst the answer with src's code to a frame that is
+// not processed (unparseable, an unknown transaction, refused before any
+// claim, or a panic before its header was known): its header is built from
+// the raw bytes at the header positions (wire.AppendRejection), so it
+// exists however broken the frame is. Nothing is recorded for such a frame.
+func Rejection(dst, frame []byte, src generated.Source, now time.Time) []byte {
+	return wire.AppendRejection(dst, frame, src.Code(), now)
 }
 
 // OfLookup is the record that settles an unknown outcome of the request

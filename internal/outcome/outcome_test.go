@@ -1,6 +1,7 @@
 package outcome_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +98,45 @@ func TestOfLookupAndNotPosted(t *testing.T) {
 	rec = outcome.NotPosted(&req, now)
 	assert.Equal(t, rec.State, ledger.StateFailed)
 	assert.Equal(t, rec.RspCode, string(generated.RspConnectFail))
+}
+
+// TestAnswerAndRejection: an answer without a call result carries the
+// decoded header's identity (falling back field by field when that header
+// will not encode), and a rejection the raw bytes at the header positions,
+// whatever the frame holds.
+func TestAnswerAndRejection(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 30, 0, 0, time.UTC)
+	req := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129100000"}
+	for _, tc := range []struct {
+		name string
+		req  generated.Header
+	}{
+		{"decoded header", req},
+		{"header that does not encode", generated.Header{TxCode: "BKTR0001", GUID: "nothex", SrcOrg: "081", DstOrg: "999"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := outcome.Answer([]byte("x"), &tc.req, generated.SourceInProgress, ledger.Why{Reason: "test"}, now)
+			assert.Equal(t, rec.RspCode, string(generated.RspInProgress))
+			assert.Equal(t, rec.State, ledger.State(generated.SourceInProgress.LedgerState()))
+			assert.Equal(t, rec.Why.Reason, "test")
+			assert.Equal(t, string(rec.Response[:1]), "x", "appends")
+			h := generated.RawHeader(rec.Response[1:])
+			assert.Equal(t, len(rec.Response[1:]), generated.HeaderLen)
+			assert.Equal(t, h.RspCode, string(generated.RspInProgress))
+			assert.Equal(t, strings.TrimRight(h.GUID, " "), tc.req.GUID)
+			assert.Equal(t, h.SrcOrg, "999")
+			assert.Equal(t, h.DstOrg, "081")
+			assert.Equal(t, h.SentAt, "20261129103000")
+		})
+	}
+
+	frame := []byte("0150BKTR0001" + guid + "S081999")
+	out := outcome.Rejection([]byte("x"), frame, generated.SourceBadFrame, now)
+	assert.Equal(t, string(out[:1]), "x", "appends")
+	h := generated.RawHeader(out[1:])
+	assert.Equal(t, h.RspCode, string(generated.RspBadFrame))
+	assert.Equal(t, h.GUID, guid)
+	assert.Equal(t, h.TxCode, "BKTR0001")
+	assert.Equal(t, h.SrcOrg, "999")
+	assert.Equal(t, h.DstOrg, "081")
 }

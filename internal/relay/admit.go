@@ -22,18 +22,18 @@ func (c *conn) answerFromRead(st *frameState, r ledger.Request, cause error) []b
 	s := c.s
 	st.err = cause
 	if s.ledger == nil {
-		return c.answer(st, generated.SourceConnectFail)
+		return c.answer(st, generated.SourceConnectFail, ledger.Why{}).Response
 	}
 	ctx, cancel := context.WithTimeout(s.base, s.ledgerTimeout)
 	defer cancel()
 	claim, err := s.ledger.Peek(ctx, r)
 	if err != nil {
 		st.err = errors.Join(cause, err)
-		return c.answer(st, generated.SourceConnectFail)
+		return c.answer(st, generated.SourceConnectFail, ledger.Why{}).Response
 	}
 	st.state, st.attempts = claim.State, claim.Attempts
 	if claim.Outcome == ledger.NeedsClaim {
-		return c.answer(st, generated.SourceConnectFail)
+		return c.answer(st, generated.SourceConnectFail, ledger.Why{}).Response
 	}
 	st.claim = claim.Outcome
 	st.stage = stageNotOwned

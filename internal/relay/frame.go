@@ -165,10 +165,10 @@ func (c *conn) process(st *frameState) []byte {
 				// database answers (package comment).
 				st.err = err
 				s.log.Error("ledger claim not confirmed; answering CONNECT_FAIL, nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
-				out := c.answer(st, generated.SourceConnectFail)
-				s.abandon(uc.GUID, uc.Attempts, tx.Code, outcome.Of(generated.SourceConnectFail, out,
-					ledger.Why{Reason: "claim's commit not confirmed by the database; the core was not called: " + errText(err)}))
-				return out
+				rec := c.answer(st, generated.SourceConnectFail,
+					ledger.Why{Reason: "claim's commit not confirmed by the database; the core was not called: " + errText(err)})
+				s.abandon(uc.GUID, uc.Attempts, tx.Code, rec)
+				return rec.Response
 			}
 			s.log.Error("ledger claim failed; answering from the row as read, or CONNECT_FAIL: nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
 			return c.answerFromRead(st, lreq, err)
@@ -190,7 +190,7 @@ func (c *conn) process(st *frameState) []byte {
 	c.release(st, s.sample(res, sent), res.Elapsed)
 
 	rec, src := outcome.OfCall(c.out[:0], &st.hdr, res, s.now())
-	out := rec.Response
+	c.keepOut(rec.Response)
 	if src != res.Source {
 		res.Err = errors.Join(res.Err, fmt.Errorf("%s answer could not be framed; answering %s", res.Source.Code(), src.Code()))
 	}
@@ -198,13 +198,12 @@ func (c *conn) process(st *frameState) []byte {
 	if s.metrics != nil && sent {
 		s.metrics.CoreCalled(tx.Code, src, res.Elapsed)
 	}
-	c.keepOut(out)
+	out := rec.Response
 	if st.owned {
-		why := outcome.WhyCall(res)
 		if !sent {
-			why = ledger.Why{Reason: "core not called: " + errText(res.Err)}
+			rec.Why = outcome.WhyNotCalled(res.Err)
 		}
-		out = c.record(st, src, out, why)
+		out = c.record(st, src, rec)
 	}
 	st.out = out
 	st.stage = stageRecorded
@@ -231,7 +230,7 @@ func (c *conn) notOwned(st *frameState, claim ledger.Claim) []byte {
 		// and let the channel retry.
 		src = generated.SourceInProgress
 	}
-	return c.answer(st, src)
+	return c.answer(st, src, ledger.Why{}).Response
 }
 
 // record records an owned request's outcome and returns the answer. An
@@ -239,14 +238,14 @@ func (c *conn) notOwned(st *frameState, claim ledger.Claim) []byte {
 // by the transaction's own lookup declaration) goes out while its outcome's
 // commit is on the way; any other waits for the commit and, if the outcome
 // could not be recorded, becomes E901 (package comment).
-func (c *conn) record(st *frameState, src generated.Source, out []byte, why ledger.Why) []byte {
+func (c *conn) record(st *frameState, src generated.Source, rec ledger.Outcome) []byte {
 	s := c.s
-	st.state = ledger.State(src.LedgerState())
+	st.state = rec.State
 	if outcome.AnswerBeforeRecord(st.tx, src) {
-		s.finishLater(st, c.remote, src, out, why)
-		return out
+		s.finishLater(st, c.remote, src, rec)
+		return rec.Response
 	}
-	if err := s.finish(st.hdr.GUID, st.attempts, src, out, why); err != nil {
+	if err := s.finish(st.hdr.GUID, st.attempts, rec); err != nil {
 		st.err = errors.Join(st.err, err)
 		st.state = ledger.StateSent
 		if errors.Is(err, ledger.ErrReclaimed) {
@@ -255,18 +254,18 @@ func (c *conn) record(st *frameState, src generated.Source, out []byte, why ledg
 			s.log.Error("ledger: outcome not recorded; row stays SENT for resolve --stale-sent, answering READ_TIMEOUT: settling it would not find this answer",
 				"remote", c.remote, "guid", st.guid, "tx", st.tx.Code, "core_rsp", string(src.Code()), "err", err)
 		}
-		return c.answer(st, generated.SourceReadTimeout)
+		return c.answer(st, generated.SourceReadTimeout, ledger.Why{}).Response
 	}
-	return out
+	return rec.Response
 }
 
 // finish records an owned request's outcome and waits for the commit. It
 // runs even while the server stops (no SENT row is left by a clean stop),
 // bounded by LedgerTimeout.
-func (s *Server) finish(guid string, attempts int, src generated.Source, out []byte, why ledger.Why) error {
+func (s *Server) finish(guid string, attempts int, rec ledger.Outcome) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
 	defer cancel()
-	return s.ledger.Finish(ctx, guid, attempts, outcome.Of(src, out, why))
+	return s.ledger.Finish(ctx, guid, attempts, rec)
 }
 
 // errText is err's text, or "no error".
@@ -282,12 +281,12 @@ func errText(err error) string {
 // it is logged when it happens, with the GUID, and leaves the row SENT for
 // resolve --stale-sent. Shutdown and Close wait for every queued outcome
 // (no SENT row is left by a clean stop).
-func (s *Server) finishLater(st *frameState, remote string, src generated.Source, out []byte, why ledger.Why) {
+func (s *Server) finishLater(st *frameState, remote string, src generated.Source, rec ledger.Outcome) {
 	guid, tx, attempts := st.guid, st.tx.Code, st.attempts
 	s.recording.add()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
 	defer cancel()
-	err := s.ledger.FinishLater(ctx, guid, attempts, outcome.Of(src, out, why), func(err error) {
+	err := s.ledger.FinishLater(ctx, guid, attempts, rec, func(err error) {
 		if err == nil {
 			s.recording.done()
 			return
@@ -334,18 +333,17 @@ func (c *conn) reject(st *frameState, src generated.Source, why string, err erro
 		st.txCode, st.guid = raw.TxCode, raw.GUID
 	}
 	st.rsp, st.why, st.err = src.Code(), why, err
-	return c.keepOut(wire.AppendRejection(c.out[:0], st.frame, src.Code(), c.s.now()))
+	return c.keepOut(outcome.Rejection(c.out[:0], st.frame, src, c.s.now()))
 }
 
-// answer builds an empty-bodied answer with src's code from the decoded
-// header, or from the raw header positions if that fails.
-func (c *conn) answer(st *frameState, src generated.Source) []byte {
-	st.rsp = src.Code()
-	out, err := wire.AppendResponse(c.out[:0], &st.hdr, src.Code(), nil, c.s.now())
-	if err != nil {
-		out = wire.AppendRejection(c.out[:0], st.frame, src.Code(), c.s.now())
-	}
-	return c.keepOut(out)
+// answer builds the empty-bodied answer with src's code to the decoded
+// header, and its record (outcome.Answer); why is the history's reason,
+// for an answer that is recorded (zero for one that is not).
+func (c *conn) answer(st *frameState, src generated.Source, why ledger.Why) ledger.Outcome {
+	rec := outcome.Answer(c.out[:0], &st.hdr, src, why, c.s.now())
+	st.rsp = generated.RspCode(rec.RspCode)
+	c.keepOut(rec.Response)
+	return rec
 }
 
 // recoverFrame answers a frame whose handling panicked, claiming no more
@@ -364,9 +362,9 @@ func (c *conn) recoverFrame(st *frameState, p any) []byte {
 	switch st.stage {
 	case stageValidating:
 		st.rsp = generated.SourceConnectFail.Code()
-		return c.keepOut(wire.AppendRejection(c.out[:0], st.frame, st.rsp, s.now()))
+		return c.keepOut(outcome.Rejection(c.out[:0], st.frame, generated.SourceConnectFail, s.now()))
 	case stageNotOwned:
-		return c.answer(st, generated.SourceInProgress)
+		return c.answer(st, generated.SourceInProgress, ledger.Why{}).Response
 	case stageClaimed:
 		src = generated.SourceConnectFail
 	case stageRecorded:
@@ -374,13 +372,13 @@ func (c *conn) recoverFrame(st *frameState, p any) []byte {
 	default: // stageCalling
 		src = generated.SourceReadTimeout
 	}
-	out := c.answer(st, src)
+	rec := c.answer(st, src, ledger.Why{Reason: fmt.Sprintf("relay panicked at stage %s: %v", st.stage, p)})
 	if st.owned {
-		if err := s.finish(st.hdr.GUID, st.attempts, src, out, ledger.Why{Reason: fmt.Sprintf("relay panicked at stage %s: %v", st.stage, p)}); err != nil {
-			s.log.Error("ledger: panic outcome not recorded; row stays SENT for resolve --stale-sent", "guid", st.hdr.GUID, "rsp", string(src.Code()), "err", err)
+		if err := s.finish(st.hdr.GUID, st.attempts, rec); err != nil {
+			s.log.Error("ledger: panic outcome not recorded; row stays SENT for resolve --stale-sent", "guid", st.hdr.GUID, "rsp", rec.RspCode, "err", err)
 		} else {
-			st.state = ledger.State(src.LedgerState())
+			st.state = rec.State
 		}
 	}
-	return out
+	return rec.Response
 }
