@@ -105,18 +105,3 @@ func decodeSuccess(rb generated.ResponseBody, body []byte) error {
 	}
 	return nil
 }
-
-// aboutGUID checks that a core answer says it is about guid: the same check
-// for a call's 200 and for a lookup's.
-func aboutGUID(body []byte, guid string) error {
-	var id struct {
-		GUID *string `json:"guid"`
-	}
-	if err := json.Unmarshal(body, &id); err != nil {
-		return fmt.Errorf("undecodable answer: %w", err)
-	}
-	if id.GUID == nil || *id.GUID != guid {
-		return fmt.Errorf("the answer is not about GUID %s (guid %s)", guid, quoteOrMissing(id.GUID))
-	}
-	return nil
-}
