@@ -106,9 +106,11 @@
 //
 // # PostgreSQL: a writer that pipelines batches
 //
-// As on SQLite, one writer goroutine takes every operation queued (up to
-// WithMaxBatch) and runs them in one transaction on one connection, then
-// COMMITs once; replies go out only after the COMMIT. What differs is how
+// The writer loop is SQLite's (runWriter: take, drain, run, reply, yield);
+// each store brings only its batch step (batchStep). As on SQLite, one
+// writer goroutine takes every operation queued (up to WithMaxBatch) and
+// runs them in one transaction on one connection, then COMMITs once;
+// replies go out only after the COMMIT. What differs is how
 // the statements travel: a round trip to a server is far dearer than a
 // call into SQLite, so the writer runs every operation of the batch on a
 // goroutine of its own, and once all of them wait for a statement's

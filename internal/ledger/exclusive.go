@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TryExclusive takes, without waiting, the lock called name that every
@@ -41,4 +44,49 @@ func (s *sqliteStore) tryExclusive(_ context.Context, name string) (release func
 		return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)
 	}
 	return func() { f.Close() }, true, nil // closing the file releases the lock
+}
+
+// tryExclusive takes a session advisory lock named after name, on a
+// connection of its own (outside the pool) held until release: the lock
+// lasts as long as that session, so a holder that dies (or loses its
+// connection) loses it. Close releases the locks still held.
+func (s *pgStore) tryExclusive(ctx context.Context, name string) (release func(), ok bool, err error) {
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, false, ErrClosed
+	}
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
+	if err != nil {
+		return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)
+	}
+	key := "lhrelay:" + name
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, key).Scan(&ok); err != nil || !ok {
+		conn.Close(context.Background())
+		if err != nil {
+			return nil, false, fmt.Errorf("ledger: lock %s: %w", name, err)
+		}
+		return nil, false, nil
+	}
+	s.lmu.Lock()
+	s.locks[conn] = key
+	s.lmu.Unlock()
+	return func() { s.unlock(conn) }, true, nil
+}
+
+// unlock releases a lock before ending its session: the end of a session
+// releases its locks too, but only once the server has noticed it, so the
+// next holder could still find it taken for a moment.
+func (s *pgStore) unlock(conn *pgx.Conn) {
+	s.lmu.Lock()
+	key, held := s.locks[conn]
+	delete(s.locks, conn)
+	s.lmu.Unlock()
+	if held {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, key)
+		conn.Close(ctx)
+	}
 }

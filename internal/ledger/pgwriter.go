@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"time"
 
@@ -13,79 +12,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The fate of an operation after one try: done (its err is final), or to
-// be tried again in a later batch.
-type fate int
-
-const (
-	fateDone fate = iota
-	fateRetry
-)
-
-// writer is the only goroutine that writes, on one connection at a time:
-// it takes every operation queued (up to maxBatch), runs them all in one
-// transaction and commits once. Operations that never committed (the
-// database unreachable, a connection lost before the COMMIT was sent) are
-// tried again, ahead of newer ones, until their deadline.
+// writer runs the PostgreSQL store's writer loop. Operations that never
+// committed (the database unreachable, a connection lost before the COMMIT
+// was sent) are tried again until their deadline.
 func (s *pgStore) writer() {
 	defer close(s.writerDone)
-	var carry []*op
-	wait := 10 * time.Millisecond
-	open := true
-	for open || len(carry) > 0 {
-		batch := carry
-		carry = nil
-		if len(batch) == 0 {
-			first, ok := <-s.ops
-			if !ok {
-				return
-			}
-			batch = take(batch, first)
-		} else {
-			s.backoff(batch, wait)
-			wait = min(2*wait, 500*time.Millisecond)
-		}
-	drain:
-		for open && len(batch) < s.cfg.maxBatch {
-			select {
-			case p, ok := <-s.ops:
-				if !ok {
-					open = false
-					break drain
-				}
-				batch = take(batch, p)
-			default:
-				break drain
-			}
-		}
-
-		fates := s.runBatch(batch)
-		now := time.Now()
-		for i, p := range batch {
-			if fates[i] == fateRetry && now.Before(p.deadline) {
-				carry = append(carry, p)
-				continue
-			}
-			p.complete()
-		}
-		if len(carry) == 0 {
-			wait = 10 * time.Millisecond
-		}
-		runtime.Gosched() // let the callers just woken run (see the SQLite writer)
-	}
+	runWriter(&s.queue, s.cfg.maxBatch, s)
 }
 
-// backoff waits before trying batch again: d, or less if an operation's
-// deadline comes first.
-func (s *pgStore) backoff(batch []*op, d time.Duration) {
-	for _, p := range batch {
-		d = min(d, time.Until(p.deadline))
-	}
-	if d > 0 {
-		t := time.NewTimer(d)
-		<-t.C
-	}
-}
+// startBatch returns runBatch: a batch takes its connection and begins its
+// transaction when it runs.
+func (s *pgStore) startBatch() func([]*op) []fate { return s.runBatch }
 
 // runBatch runs batch in one transaction and says what became of each
 // operation. Nothing is committed before the COMMIT, so every failure

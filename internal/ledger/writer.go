@@ -22,62 +22,135 @@ func (s *sqliteStore) enqueue(ctx context.Context, o operation, then func(error)
 	return s.send(ctx, &op{o: o, then: then})
 }
 
-// writer is the only goroutine that writes. It runs until Close closes ops,
-// and finishes every operation queued before that.
-func (s *sqliteStore) writer() {
-	defer close(s.writerDone)
-	batch := make([]*op, 0, s.cfg.maxBatch)
-	for first := range s.ops {
-		batch = s.runBatch(first, batch[:0])
-		for _, o := range batch {
+// A batchStep is what a store does with one batch of the writer loop
+// (runWriter). The loop is one for both stores; they differ only in how a
+// batch runs.
+type batchStep interface {
+	// startBatch is called before the queue is drained, and returns the
+	// function that runs the batch drained. SQLite takes its write lock
+	// here (this may wait for another process): operations queued
+	// meanwhile join the batch, and their callers can still cancel. run
+	// sets every op's err and says what became of each (nil: all done).
+	startBatch() (run func(batch []*op) []fate)
+}
+
+// The fate of an operation after one try: done (its err is final), or to
+// be tried again in a later batch, ahead of newer ones, until its
+// deadline.
+type fate int
+
+const (
+	fateDone fate = iota
+	fateRetry
+)
+
+// How long the writer waits before trying a batch again: doubling from
+// the first to the last, back to the first after a batch with nothing to
+// try again.
+const (
+	retryWaitFirst = 10 * time.Millisecond
+	retryWaitMax   = 500 * time.Millisecond
+)
+
+// runWriter is a store's writer goroutine, the only one that writes: it
+// takes every operation queued (up to maxBatch), runs them all in one
+// transaction with step and commits once, then tells each caller. It runs
+// until the queue is shut and every operation queued before that is done.
+//
+// After telling a batch's callers it yields its processor: the callers it
+// woke are queued on it, and going straight on to the next batch would
+// leave them waiting while it runs inside the database driver (see the
+// package comment). With nothing else runnable it returns at once.
+func runWriter(q *queue, maxBatch int, step batchStep) {
+	buf := make([]*op, 0, maxBatch)
+	var carry []*op // to be tried again
+	wait := retryWaitFirst
+	open := true
+	for open || len(carry) > 0 {
+		batch := append(buf[:0], carry...)
+		carry = carry[:0]
+		var run func([]*op) []fate
+		if len(batch) == 0 {
+			first, ok := <-q.ops
+			if !ok {
+				return
+			}
+			run = step.startBatch()
+			batch = take(batch, first)
+		} else {
+			backoff(batch, wait)
+			wait = min(2*wait, retryWaitMax)
+			run = step.startBatch()
+		}
+	drain:
+		for open && len(batch) < maxBatch {
+			select {
+			case o, ok := <-q.ops:
+				if !ok {
+					open = false
+					break drain
+				}
+				batch = take(batch, o)
+			default:
+				break drain
+			}
+		}
+
+		fates := run(batch)
+		now := time.Now()
+		for i, o := range batch {
+			if fates != nil && fates[i] == fateRetry && now.Before(o.deadline) {
+				carry = append(carry, o)
+				continue
+			}
 			o.complete()
 		}
+		if len(carry) == 0 {
+			wait = retryWaitFirst
+		}
 		clear(batch) // drop references for the garbage collector
-
-		// The callers just woken wait in this goroutine's processor's run
-		// queue, and a goroutine inside a cgo call keeps its processor:
-		// going straight on to the next batch would leave them waiting
-		// while it runs in SQLite, until the runtime hands the processor
-		// off during the COMMIT's fsync. Yielding lets them run first;
-		// ops queue meanwhile and the next batch is bigger. With nothing
-		// else runnable it returns at once. See the package comment.
 		runtime.Gosched()
 	}
 }
 
-// runBatch runs first and whatever else is queued (up to maxBatch) in one
-// BEGIN IMMEDIATE … COMMIT, and sets every op's err. It returns the ops it
-// took; the caller signals them.
-func (s *sqliteStore) runBatch(first *op, batch []*op) []*op {
+// backoff waits before trying batch again: d, or less if an operation's
+// deadline comes first.
+func backoff(batch []*op, d time.Duration) {
+	for _, o := range batch {
+		d = min(d, time.Until(o.deadline))
+	}
+	if d > 0 {
+		t := time.NewTimer(d)
+		<-t.C
+	}
+}
+
+// writer runs the SQLite store's writer loop.
+func (s *sqliteStore) writer() {
+	defer close(s.writerDone)
+	runWriter(&s.queue, s.cfg.maxBatch, s)
+}
+
+// startBatch begins the batch's BEGIN IMMEDIATE transaction (taking the
+// write lock first) and returns the function that runs the batch in it.
+// An operation here is never tried again: every fate is done.
+func (s *sqliteStore) startBatch() func([]*op) []fate {
 	// The writer never uses a caller's context: a cancelled statement
 	// would interrupt the transaction every other op of the batch shares.
 	// Background also keeps the driver on its no-goroutine fast path.
-	ctx := context.Background()
-
-	// Take the write lock first (this may wait for another process), then
-	// collect: ops that queued meanwhile join this batch, and callers can
-	// still cancel while we wait.
-	tx, beginErr := s.wconn.BeginTx(ctx, nil)
-
-	batch = take(batch, first)
-drain:
-	for len(batch) < s.cfg.maxBatch {
-		select {
-		case o, ok := <-s.ops:
-			if !ok {
-				break drain
-			}
-			batch = take(batch, o)
-		default:
-			break drain
+	tx, err := s.wconn.BeginTx(context.Background(), nil)
+	return func(batch []*op) []fate {
+		if err != nil {
+			failAll(batch, fmt.Errorf("begin: %w", err))
+			return nil
 		}
+		s.runBatch(tx, batch)
+		return nil
 	}
+}
 
-	if beginErr != nil {
-		failAll(batch, fmt.Errorf("begin: %w", beginErr))
-		return batch
-	}
-
+// runBatch runs batch in tx and commits, and sets every op's err.
+func (s *sqliteStore) runBatch(tx *sql.Tx, batch []*op) {
 	for _, o := range batch {
 		err := o.runOn(sqliteTx{tx, o})
 		if err == nil || errors.Is(err, ErrStateChanged) {
@@ -93,23 +166,22 @@ drain:
 		// failure stays its own and nobody is told of a write that was
 		// undone.
 		tx.Rollback()
-		s.runEach(ctx, batch)
-		return batch
+		s.runEach(context.Background(), batch)
+		return
 	}
 	head, err := s.appendHistory(tx, batch...)
 	if err != nil {
 		tx.Rollback()
-		s.runEach(ctx, batch)
-		return batch
+		s.runEach(context.Background(), batch)
+		return
 	}
 	if err := tx.Commit(); err != nil {
 		// SQLite reports its own file's failures: nothing was committed.
 		failAll(batch, fmt.Errorf("commit: %w", err))
-		return batch
+		return
 	}
 	s.chain.advance(head)
 	s.ncommits.Add(1)
-	return batch
 }
 
 // appendHistory writes the history entries the ops recorded, chained after
