@@ -43,14 +43,13 @@ import (
 	"sync"
 	"time"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/tlsconf"
 )
 
-func main() {
-	os.Exit(run(cliflag.SignalContext(), os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { app.Main(run) }
 
 type options struct {
 	addr     string // host:port to listen on

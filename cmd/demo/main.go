@@ -36,24 +36,23 @@ import (
 	"io"
 	"os"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/cliflag"
 )
 
-func main() {
-	ctx := cliflag.SignalContext()
-	o, err := parseArgs(os.Args[1:], os.Stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
+func main() { app.Main(runCommand) }
+
+// runCommand is the demo as a process: its settings, its run, its exit status.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseArgs(args, stdout)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		err = app.Bad(err)
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-		os.Exit(2)
+	if err == nil {
+		o.log = stderr
+		err = o.run(ctx, stdout)
 	}
-	o.log = os.Stderr
-	if err := o.run(ctx, os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-		os.Exit(1)
-	}
+	return app.Report(stderr, "demo", err)
 }
 
 // options are the command line's.

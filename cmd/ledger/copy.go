@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/ledger"
 )
 
@@ -19,30 +20,30 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	to := fs.String("to", "", "the ledger to copy into, created if missing (required)")
 	allowAsync := fs.Bool("allow-async-replication", false, "copy into a PostgreSQL primary whose standbys replicate asynchronously (synchronous_standby_names empty), accepting that a failover may forget copied rows")
 	if err := fs.Parse(args); err != nil {
-		return usageErr("copy: %v", err)
+		return app.Badf("copy: %v", err)
 	}
 	if fs.NArg() > 0 {
-		return usageErr("copy: unexpected argument %q", fs.Arg(0))
+		return app.Badf("copy: unexpected argument %q", fs.Arg(0))
 	}
 	if *from == "" || *to == "" {
-		return usageErr("copy: --from and --to are required")
+		return app.Badf("copy: --from and --to are required")
 	}
 	if *from == *to {
-		return usageErr("copy: --from and --to name the same ledger")
+		return app.Badf("copy: --from and --to name the same ledger")
 	}
 	src, err := ledger.OpenExisting(*from)
 	if err != nil {
-		return &exitError{2, fmt.Errorf("copy: --from: %w", err)}
+		return app.Bad(fmt.Errorf("copy: --from: %w", err))
 	}
 	defer src.Close()
 	dst, err := ledger.Open(*to, ledger.WithActor(ledger.NewActor("ledger copy")))
 	if err != nil {
-		return &exitError{2, fmt.Errorf("copy: --to: %w", err)}
+		return app.Bad(fmt.Errorf("copy: --to: %w", err))
 	}
 	defer dst.Close()
 	// A ledger written to must survive a failover (SPEC 6a).
 	if err := dst.CheckReplication(ctx, *allowAsync); err != nil {
-		return &exitError{2, fmt.Errorf("copy: --to: %w", err)}
+		return app.Bad(fmt.Errorf("copy: --to: %w", err))
 	}
 
 	c, err := ledger.Copy(ctx, src, dst)
@@ -51,10 +52,10 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "conflict %s: %s holds it with other content; left as it is\n", g, dst.Path())
 	}
 	if err != nil {
-		return &exitError{2, err}
+		return app.Bad(err)
 	}
 	if len(c.Conflicts) > 0 {
-		return &exitError{1, fmt.Errorf("copy: %d rows of %s conflict with %s and were not copied", len(c.Conflicts), src.Path(), dst.Path())}
+		return fmt.Errorf("copy: %d rows of %s conflict with %s and were not copied", len(c.Conflicts), src.Path(), dst.Path())
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/ledger/ledgertest"
 	"lhrelay/internal/pgtest"
 )
@@ -69,11 +69,5 @@ func TestCopyCommandErrors(t *testing.T) {
 	}
 }
 
-// exitCode is the exit status run's error stands for (-1: none given).
-func exitCode(err error) int {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return -1
-}
+// exitCode is the exit status run's error stands for.
+func exitCode(err error) int { return app.Code(err) }

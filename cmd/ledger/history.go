@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/ledger"
 )
 
@@ -82,10 +83,10 @@ func runAudit(ctx context.Context, l *ledger.Ledger, out io.Writer) error {
 	s, err := l.Audit(ctx)
 	var ae *ledger.AuditError
 	if errors.As(err, &ae) {
-		return &exitError{1, fmt.Errorf("audit: %s: %w", l.Path(), err)}
+		return fmt.Errorf("audit: %s: %w", l.Path(), err)
 	}
 	if err != nil {
-		return &exitError{2, err}
+		return app.Bad(err)
 	}
 	span := "no entries"
 	if s.Entries > 0 {

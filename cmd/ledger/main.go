@@ -36,11 +36,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/ledger"
 )
@@ -56,30 +56,10 @@ const usage = `usage:
 
 --db, --from and --to take a SQLite file path or a postgres:// URL.`
 
-// exitError carries the exit status with the one-line message.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-
-func usageErr(format string, args ...any) error {
-	return &exitError{2, fmt.Errorf(format, args...)}
-}
-
 func main() {
-	err := run(context.Background(), os.Args[1:], os.Stdout, time.Now())
-	if err == nil {
-		return
-	}
-	code := 2
-	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
-	}
-	fmt.Fprintln(os.Stderr, "ledger:", err)
-	os.Exit(code)
+	app.Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return app.Report(stderr, "ledger", run(ctx, args, stdout, time.Now()))
+	})
 }
 
 func run(ctx context.Context, args []string, out io.Writer, now time.Time) error {
@@ -90,7 +70,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(out, usage)
 		if len(args) == 0 {
-			return usageErr("missing command (show, list, stats, backup, copy, history or audit)")
+			return app.Badf("missing command (show, list, stats, backup, copy, history or audit)")
 		}
 		return nil
 	}
@@ -115,38 +95,38 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 		cliflag.SecondsVar(fs, &olderThan, "older-than", 0, "only rows last updated at least this many seconds ago")
 		fs.IntVar(&limit, "limit", 1000, "at most this many rows (0: all)")
 	default:
-		return usageErr("unknown command %q (want show, list, stats, backup, copy, history or audit)", cmd)
+		return app.Badf("unknown command %q (want show, list, stats, backup, copy, history or audit)", cmd)
 	}
 	args, err := cliflag.Read(fs, args, cliflag.Usage{Out: out, Text: usage + "\n\nflags of " + cmd + ":\n"})
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
-		return usageErr("%s: %v", cmd, err)
+		return app.Badf("%s: %v", cmd, err)
 	}
 	if *db == "" {
-		return usageErr("%s: --db is required", cmd)
+		return app.Badf("%s: --db is required", cmd)
 	}
 	takesGUID := cmd == "show" || cmd == "history"
 	if takesGUID && len(args) != 1 {
-		return usageErr("%s: want exactly one GUID, got %d arguments", cmd, len(args))
+		return app.Badf("%s: want exactly one GUID, got %d arguments", cmd, len(args))
 	}
 	if !takesGUID && len(args) != 0 {
-		return usageErr("%s: unexpected argument %q", cmd, args[0])
+		return app.Badf("%s: unexpected argument %q", cmd, args[0])
 	}
 	if state != "" && !ledger.State(state).Valid() {
-		return usageErr("list: --state %q is not a ledger state (RECEIVED, SENT, DONE, UNKNOWN, FAILED)", state)
+		return app.Badf("list: --state %q is not a ledger state (RECEIVED, SENT, DONE, UNKNOWN, FAILED)", state)
 	}
 	if cmd == "backup" && to == "" {
-		return usageErr("backup: --to is required")
+		return app.Badf("backup: --to is required")
 	}
 	if limit < 0 {
-		return usageErr("list: --limit must not be negative")
+		return app.Badf("list: --limit must not be negative")
 	}
 
 	l, err := ledger.OpenExisting(*db, ledger.WithActor(ledger.NewActor("ledger "+cmd)))
 	if err != nil {
-		return &exitError{2, err}
+		return app.Bad(err)
 	}
 	defer l.Close()
 
@@ -154,10 +134,10 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	case "history":
 		es, err := l.History(ctx, args[0])
 		if err != nil {
-			return &exitError{2, err}
+			return app.Bad(err)
 		}
 		if len(es) == 0 {
-			return &exitError{1, fmt.Errorf("history: no history entries for GUID %s in %s", args[0], l.Path())}
+			return fmt.Errorf("history: no history entries for GUID %s in %s", args[0], l.Path())
 		}
 		return printHistory(out, args[0], es, *asJSON)
 	case "audit":
@@ -165,17 +145,17 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	case "backup":
 		size, err := l.Backup(ctx, to)
 		if err != nil {
-			return &exitError{1, err}
+			return err
 		}
 		_, err = fmt.Fprintf(out, "backup: %s -> %s (%d bytes)\n", *db, to, size)
 		return err
 	case "show":
 		row, err := l.Get(ctx, args[0])
 		if errors.Is(err, ledger.ErrNotFound) {
-			return &exitError{1, fmt.Errorf("show: no row for GUID %s in %s", args[0], l.Path())}
+			return fmt.Errorf("show: no row for GUID %s in %s", args[0], l.Path())
 		}
 		if err != nil {
-			return &exitError{2, err}
+			return app.Bad(err)
 		}
 		return printShow(out, describeRow(row), *asJSON)
 	case "list":
@@ -189,13 +169,13 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 		// on a ledger of millions of rows must not hold them all.
 		lw := newListWriter(out, *asJSON)
 		if err := l.Scan(ctx, f, lw.row); err != nil {
-			return &exitError{2, err}
+			return app.Bad(err)
 		}
 		return lw.end()
 	default:
 		st, err := l.Stats(ctx)
 		if err != nil {
-			return &exitError{2, err}
+			return app.Bad(err)
 		}
 		return printStats(out, st, now, *asJSON)
 	}
@@ -266,7 +246,7 @@ func (w *listWriter) end() error {
 		if w.n == 0 {
 			w.header()
 		}
-		fmt.Fprintf(w.out, "(%d rows)\n", w.n)
+		fmt.Fprintf(w.out, "(%d %s)\n", w.n, plural(w.n, "row", "rows"))
 	}
 	return w.out.Flush()
 }
@@ -324,7 +304,7 @@ func printStats(out io.Writer, st ledger.StateCounts, now time.Time, asJSON bool
 		at   time.Time
 		hint string
 	}{
-		{"oldest UNKNOWN", st.OldestUnknown, "settle with resolve"},
+		{"oldest UNKNOWN", st.OldestUnknown, "a relay with --settle-every settles it by itself; else run resolve"},
 		{"oldest SENT", st.OldestSent, "a relay may have died mid-call: resolve --stale-sent"},
 	} {
 		if o.at.IsZero() {
@@ -382,4 +362,12 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// plural is one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

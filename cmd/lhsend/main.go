@@ -28,35 +28,31 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/channel"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/tlsconf"
 )
 
+// A first signal cuts a load run short and prints its summary; a second
+// one kills at once (app.SignalContext).
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// The first signal cuts a load run short and prints its summary;
-		// restoring the default handling lets a second one kill at once.
-		<-ctx.Done()
-		stop()
-	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	app.Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return run(ctx, args, os.Stdin, stdout, stderr)
+	})
 }
 
 // Exit statuses.
 const (
-	exitOK     = 0
-	exitFailed = 1 // unreachable, no answer, malformed answer, mismatch
-	exitUsage  = 2 // bad arguments or values
+	exitOK     = app.ExitOK
+	exitFailed = app.ExitAttention   // unreachable, no answer, malformed answer, mismatch
+	exitUsage  = app.ExitBadSettings // bad arguments or values
 )
 
 const defaultAddr = "127.0.0.1:9200"
@@ -291,8 +287,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // fail prints err as one line and returns code.
 func fail(stderr io.Writer, code int, err error) int {
-	fmt.Fprintf(stderr, "lhsend: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
-	return code
+	if code == exitUsage {
+		err = app.Bad(err)
+	}
+	return app.Report(stderr, "lhsend", err)
 }
 
 // requests reads the requests to send: one from the flags, or one per JSON
@@ -526,15 +524,12 @@ func runLoad(ctx context.Context, o options, stdin io.Reader, stdout, stderr io.
 	if err := cfg.Validate(); err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	var bar *progressBar
-	if isTerminal(stderr) {
-		bar = &progressBar{w: stderr}
-		cfg.Progress = bar.update
+	bar := app.NewStatusLine(stderr)
+	if bar.Enabled() {
+		cfg.Progress = func(p channel.Progress) { bar.Show(progressText(p), false) }
 	}
 	s, runErr := channel.RunLoad(ctx, cfg)
-	if bar != nil {
-		bar.clear()
-	}
+	bar.Clear()
 	if runErr != nil && s.Frames == 0 {
 		return fail(stderr, exitFailed, runErr)
 	}

@@ -16,12 +16,14 @@ import (
 	"context"
 	"io"
 
+	"lhrelay/internal/app"
+	"lhrelay/internal/app/batchcmd"
 	"lhrelay/internal/batch"
 )
 
-func main() { batch.Main("purge", run) }
+func main() { batchcmd.Main("purge", run) }
 
-func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
+func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
 	fs := c.Flags
 	days := fs.Int("days", -1, "delete DONE rows last updated more than this many days ago by the database's clock (required, at least 1)")
 	historyDays := fs.Int("history-days", 400, "delete history entries more than this many days old by the database's clock (at least 1)")
@@ -31,7 +33,7 @@ func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer)
 	}
 	if *days < batch.MinPurgeDays {
 		// Refused before the ledger is opened: nothing is deleted.
-		return nil, batch.Usagef("--days is required and must be a whole number of days, at least %d: a GUID forgotten while its channel may still retry it would be posted again", batch.MinPurgeDays)
+		return nil, app.Badf("--days is required and must be a whole number of days, at least %d: a GUID forgotten while its channel may still retry it would be posted again", batch.MinPurgeDays)
 	}
 	if *historyDays < 1 {
 		return nil, batch.Usagef("--history-days must be a whole number of days, 1 or more")

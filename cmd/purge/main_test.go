@@ -9,7 +9,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/batch"
+	"lhrelay/internal/app/batchcmd"
 	"lhrelay/internal/ledger"
 )
 
@@ -41,8 +41,8 @@ func TestArguments(t *testing.T) {
 		{[]string{"--db", db, "--days", "0", "--dry-run"}, 2, "at least 1"},
 	} {
 		var out bytes.Buffer
-		s, err := run(context.Background(), batch.NewCommand("purge"), tc.args, &out)
-		assert.Equal(t, batch.ExitCode(err), tc.code, "%v: %v", tc.args, err)
+		s, err := run(context.Background(), batchcmd.New("purge"), tc.args, &out)
+		assert.Equal(t, batchcmd.Code(err), tc.code, "%v: %v", tc.args, err)
 		if tc.msg != "" {
 			assert.ErrorContains(t, err, tc.msg)
 		}

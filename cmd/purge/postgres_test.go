@@ -8,7 +8,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/batch"
+	"lhrelay/internal/app/batchcmd"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/pgtest"
 )
@@ -21,19 +21,19 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func TestPostgresURL(t *testing.T) {
 	u := pgtest.URL(t)
 	var out bytes.Buffer
-	_, err := run(context.Background(), batch.NewCommand("purge"), []string{"--db", u, "--days", "30"}, &out)
-	assert.Equal(t, batch.ExitCode(err), 2)
+	_, err := run(context.Background(), batchcmd.New("purge"), []string{"--db", u, "--days", "30"}, &out)
+	assert.Equal(t, batchcmd.Code(err), 2)
 	assert.ErrorContains(t, err, "no tx table")
 
 	l, err := ledger.Open(u)
 	assert.NilError(t, err)
 	assert.NilError(t, l.Close())
-	s, err := run(context.Background(), batch.NewCommand("purge"), []string{"--db", u, "--days", "30"}, &out)
+	s, err := run(context.Background(), batchcmd.New("purge"), []string{"--db", u, "--days", "30"}, &out)
 	assert.NilError(t, err)
 	assert.Equal(t, s.String(), "purge: deleted=0 history_deleted=0")
 
-	_, err = run(context.Background(), batch.NewCommand("purge"), []string{"--db", "postgres://u:hush@127.0.0.1:1/x?connect_timeout=1", "--days", "30"}, &out)
-	assert.Equal(t, batch.ExitCode(err), 2)
+	_, err = run(context.Background(), batchcmd.New("purge"), []string{"--db", "postgres://u:hush@127.0.0.1:1/x?connect_timeout=1", "--days", "30"}, &out)
+	assert.Equal(t, batchcmd.Code(err), 2)
 	assert.ErrorContains(t, err, "postgres://u@127.0.0.1:1/x")
 	assert.Check(t, !strings.Contains(err.Error(), "hush"))
 }

@@ -15,6 +15,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
+	"lhrelay/internal/app/batchcmd"
 	"lhrelay/internal/batch"
 	"lhrelay/internal/testutil"
 )
@@ -51,7 +52,7 @@ func TestDeployNamesExportedMetrics(t *testing.T) {
 	}
 
 	file := filepath.Join(t.TempDir(), "resolve.prom")
-	assert.NilError(t, batch.WriteMetricsFile(file, batch.NewSummary("resolve", "selected"), 0, time.Now()))
+	assert.NilError(t, batchcmd.WriteMetricsFile(file, batch.NewSummary("resolve", "selected"), 0, time.Now()))
 	text, err := os.ReadFile(file)
 	assert.NilError(t, err)
 	for name := range seriesNames(string(text)) {

@@ -82,9 +82,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"time"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
@@ -94,9 +94,7 @@ import (
 	"lhrelay/internal/replwatch"
 )
 
-func main() {
-	os.Exit(run(cliflag.SignalContext(), os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { app.Main(run) }
 
 // stopMargin is added to --timeout to bound a graceful stop: time to record
 // the outcomes and write the answers after the last core call returns.

@@ -21,12 +21,14 @@ import (
 	"os"
 	"time"
 
+	"lhrelay/internal/app"
+	"lhrelay/internal/app/batchcmd"
 	"lhrelay/internal/batch"
 )
 
-func main() { batch.Main("reprocess", run) }
+func main() { batchcmd.Main("reprocess", run) }
 
-func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
+func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
 	core := c.AddCoreFlags()
 	maxAttempts := c.Flags.Int("max-attempts", 0, "resend only rows with fewer attempts than this (required, at least 2)")
 	dryRun := c.Flags.Bool("dry-run", false, "list what would be resent and change nothing")
@@ -34,7 +36,7 @@ func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer)
 		return nil, err
 	}
 	if *maxAttempts < 2 {
-		return nil, batch.Usagef("--max-attempts is required and must be at least 2 (a row's first attempt is 1)")
+		return nil, app.Badf("--max-attempts is required and must be at least 2 (a row's first attempt is 1)")
 	}
 	l, client, err := c.Connect(core)
 	if err != nil {
@@ -42,6 +44,6 @@ func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer)
 	}
 	defer l.Close()
 	return batch.Reprocess(ctx, l, client, batch.ReprocessConfig{
-		MaxAttempts: *maxAttempts, DryRun: *dryRun, Now: time.Now(), Out: stdout, Progress: os.Stderr, Log: c.Logger(),
+		MaxAttempts: *maxAttempts, DryRun: *dryRun, Now: time.Now(), Out: stdout, Progress: app.Counter(os.Stderr, "reprocess"), Log: c.Logger(),
 	})
 }

@@ -7,7 +7,8 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/batch"
+	"lhrelay/internal/app"
+	"lhrelay/internal/app/batchcmd"
 	"lhrelay/internal/batch/batchtest"
 	"lhrelay/internal/testutil"
 )
@@ -21,8 +22,8 @@ func TestConfigSources(t *testing.T) {
 func TestVersionAndHelpExitZero(t *testing.T) {
 	for _, arg := range []string{"--version", "-h"} {
 		var out bytes.Buffer
-		_, err := run(context.Background(), batch.NewCommand("resolve"), []string{arg}, &out)
-		assert.Equal(t, batch.ExitCode(err), batch.ExitOK, "%s: %v", arg, err)
+		_, err := run(context.Background(), batchcmd.New("resolve"), []string{arg}, &out)
+		assert.Equal(t, batchcmd.Code(err), app.ExitOK, "%s: %v", arg, err)
 		assert.Assert(t, out.Len() > 0)
 	}
 }

@@ -22,13 +22,15 @@ import (
 	"os"
 	"time"
 
+	"lhrelay/internal/app"
+	"lhrelay/internal/app/batchcmd"
 	"lhrelay/internal/batch"
 	"lhrelay/internal/cliflag"
 )
 
-func main() { batch.Main("resolve", run) }
+func main() { batchcmd.Main("resolve", run) }
 
-func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
+func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
 	core := c.AddCoreFlags()
 	var minAge, staleSent time.Duration
 	cliflag.SecondsVar(c.Flags, &minAge, "min-age", 0, "only UNKNOWN rows last updated at least this many seconds ago (required)")
@@ -37,7 +39,7 @@ func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer)
 		return nil, err
 	}
 	if !c.Given("min-age") {
-		return nil, batch.Usagef("--min-age is required")
+		return nil, app.Badf("--min-age is required")
 	}
 	l, client, err := c.Connect(core)
 	if err != nil {
@@ -45,6 +47,6 @@ func run(ctx context.Context, c *batch.Command, args []string, stdout io.Writer)
 	}
 	defer l.Close()
 	return batch.Resolve(ctx, l, client, batch.ResolveConfig{
-		MinAge: minAge, StaleSent: staleSent, Now: time.Now(), Progress: os.Stderr, Log: c.Logger(),
+		MinAge: minAge, StaleSent: staleSent, Now: time.Now(), Progress: app.Counter(os.Stderr, "resolve"), Log: c.Logger(),
 	})
 }

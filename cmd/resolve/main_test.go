@@ -9,7 +9,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/batch"
+	"lhrelay/internal/app/batchcmd"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/ledger"
 )
@@ -37,8 +37,8 @@ func TestArguments(t *testing.T) {
 		{[]string{"--db", db, "--core", core.URL, "--min-age", "0.5", "--stale-sent", "0"}, 0, ""},
 	} {
 		var out bytes.Buffer
-		s, err := run(context.Background(), batch.NewCommand("resolve"), tc.args, &out)
-		assert.Equal(t, batch.ExitCode(err), tc.code, "%v: %v", tc.args, err)
+		s, err := run(context.Background(), batchcmd.New("resolve"), tc.args, &out)
+		assert.Equal(t, batchcmd.Code(err), tc.code, "%v: %v", tc.args, err)
 		if tc.msg != "" {
 			assert.ErrorContains(t, err, tc.msg)
 		}

@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
@@ -44,9 +45,7 @@ import (
 	"lhrelay/internal/relay"
 )
 
-func main() {
-	os.Exit(run(cliflag.SignalContext(), os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { app.Main(run) }
 
 type options struct {
 	relayAddr string

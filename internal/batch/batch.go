@@ -1,8 +1,10 @@
 // Package batch holds the logic of the operators' batch commands (SPEC §7):
 // resolve settles UNKNOWN (and orphaned SENT) rows by asking the core,
 // reprocess resends FAILED rows that were definitely never sent, and purge
-// deletes settled rows past the idempotency window. The cmd/ packages only
-// parse flags and call in here, so the rules are tested without processes.
+// deletes settled rows past the idempotency window. It holds the rules
+// only: the commands' flags, exit statuses and metrics file are
+// internal/app/batchcmd's, so that the relay, which runs Resolve inside
+// itself (internal/settle), carries no command-line machinery.
 //
 // Every command selects rows, then handles each with a conditional ledger
 // transition: a row that the relay (or another batch run) changed in the
@@ -11,25 +13,9 @@ package batch
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
-	"time"
-)
-
-// Exit statuses shared by the batch commands (SPEC §7).
-const (
-	// ExitOK: every selected row was handled by the rules.
-	ExitOK = 0
-	// ExitCoreUnreachable: the run finished, but the core could not be
-	// reached (or answered unusably) for some rows; they are unchanged and a
-	// scheduler should alert.
-	ExitCoreUnreachable = 1
-	// ExitUsage: bad arguments, or a missing or unusable database.
-	ExitUsage = 2
 )
 
 // Summary counts the outcomes of one run, in the order they were first seen.
@@ -96,77 +82,6 @@ func (s *Summary) String() string {
 		fmt.Fprintf(&b, " %s=%d", o, s.counts[o])
 	}
 	return b.String()
-}
-
-// Progress reports "n/total" on a terminal for long runs; elsewhere (a log
-// file, a scheduler) it stays silent so logs hold only the summary line.
-type Progress struct {
-	w     io.Writer
-	label string
-	total int
-	last  time.Time
-	done  int
-}
-
-// NewProgress writes to w only when w is a terminal.
-func NewProgress(w io.Writer, label string, total int) *Progress {
-	if !IsTerminal(w) {
-		w = nil
-	}
-	return &Progress{w: w, label: label, total: total}
-}
-
-// Step counts one handled row and redraws at most ten times a second.
-func (p *Progress) Step() {
-	p.done++
-	if p.w == nil || (time.Since(p.last) < 100*time.Millisecond && p.done < p.total) {
-		return
-	}
-	p.last = time.Now()
-	fmt.Fprintf(p.w, "\r%s: %d/%d", p.label, p.done, p.total)
-}
-
-// Finish ends the progress line.
-func (p *Progress) Finish() {
-	if p.w != nil && p.done > 0 {
-		fmt.Fprintln(p.w)
-	}
-}
-
-// IsTerminal reports whether w is a character device (a terminal).
-func IsTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// UsageError is a bad argument: exit status 2 with a one-line message.
-type UsageError struct{ Err error }
-
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
-
-// Usagef builds a UsageError.
-func Usagef(format string, args ...any) error {
-	return &UsageError{fmt.Errorf(format, args...)}
-}
-
-// ExitCode maps a command's error to its exit status: usage and database
-// problems are 2, a run that finished with unreachable rows is 1.
-func ExitCode(err error) int {
-	var ue *UsageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp): // -h or --version printed
-		return ExitOK
-	case errors.Is(err, ErrCoreUnreachable):
-		return ExitCoreUnreachable
-	case errors.As(err, &ue):
-		return ExitUsage
-	}
-	return ExitUsage
 }
 
 // ErrCoreUnreachable is returned, after the summary, by a run that left rows

@@ -26,6 +26,10 @@ type PurgeConfig struct {
 // again.
 const MinPurgeDays = 1
 
+// ErrWindowTooShort refuses a purge window under MinPurgeDays: a setting
+// to correct, not a run that failed.
+var ErrWindowTooShort = fmt.Errorf("want at least %d day: a GUID forgotten while its channel may still retry it would be posted again", MinPurgeDays)
+
 // Purge deletes DONE rows last updated more than Days days ago: past that
 // window a retry of their GUID is no longer recognised (the idempotency
 // window). UNKNOWN, FAILED, SENT and RECEIVED rows stay, however old: they
@@ -41,7 +45,7 @@ func Purge(ctx context.Context, l *ledger.Ledger, cfg PurgeConfig) (*Summary, er
 	s := NewSummary("purge", outcomes...)
 	s.DryRun = cfg.DryRun
 	if cfg.Days < MinPurgeDays {
-		return s, Usagef("purge: --days %d: want at least %d: a GUID forgotten while its channel may still retry it would be posted again", cfg.Days, MinPurgeDays)
+		return s, fmt.Errorf("purge: --days %d: %w", cfg.Days, ErrWindowTooShort)
 	}
 	age := time.Duration(cfg.Days) * 24 * time.Hour
 	if cfg.DryRun {

@@ -22,8 +22,8 @@ type ReprocessConfig struct {
 	MaxAttempts int
 	DryRun      bool
 	Now         time.Time
-	Out         io.Writer // the dry run's listing
-	Progress    io.Writer // a terminal for progress, or nil
+	Out         io.Writer             // the dry run's listing
+	Progress    func(done, total int) // called after each row; nil: not reported
 	Log         *slog.Logger
 }
 
@@ -93,7 +93,7 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	if cfg.DryRun {
 		err := scanOnce(ctx, l, f, seen, func(r ledger.Row) error {
 			s.Add("selected")
-			fmt.Fprintf(cfg.Out, "would resend %s %s (attempt %d of at most %d)\n", r.GUID, r.TxCode, r.Attempts+1, cfg.MaxAttempts-1)
+			fmt.Fprintf(cfg.Out, "would resend %s %s (attempt %d of at most %d)\n", r.GUID, r.TxCode, r.Attempts+1, cfg.MaxAttempts)
 			return nil
 		})
 		if err != nil {
@@ -105,14 +105,16 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
-	p := NewProgress(cfg.Progress, "reprocess", total)
-	defer p.Finish()
+	done := 0
 	var unreachable ledger.Row
 	err = scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
 		s.Add("selected")
 		outcome, err := resendRow(ctx, l, core, row, cfg)
 		s.Add(outcome)
-		p.Step()
+		done++
+		if cfg.Progress != nil {
+			cfg.Progress(done, total)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", row.GUID, err)
 		}
@@ -126,8 +128,8 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	if errors.Is(err, errStopped) {
 		notTried := max(total-s.Count("selected"), 0)
 		s.AddN(outcomeNotTried, notTried)
-		return fmt.Errorf("%w: stopped at %s, whose resend could not reach it (it spent attempt %d of %d and stays FAILED %s); %d other selected rows were not tried and are unchanged",
-			ErrCoreUnreachable, unreachable.GUID, unreachable.Attempts+1, cfg.MaxAttempts-1, generated.SourceConnectFail.Code(), notTried)
+		return fmt.Errorf("%w: stopped at %s, whose resend could not reach it (it spent attempt %d of at most %d and stays FAILED %s); %d other selected rows were not tried and are unchanged",
+			ErrCoreUnreachable, unreachable.GUID, unreachable.Attempts+1, cfg.MaxAttempts, generated.SourceConnectFail.Code(), notTried)
 	}
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"lhrelay/internal/plant"
 	"log/slog"
 	"time"
@@ -29,7 +28,7 @@ type ResolveConfig struct {
 	// Now is the relay's clock for the SENT_AT of the response frames
 	// built; it selects nothing.
 	Now      time.Time
-	Progress io.Writer // a terminal for progress, or nil
+	Progress func(done, total int) // called after each row; nil: not reported
 	Log      *slog.Logger
 }
 
@@ -74,15 +73,17 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	if err != nil {
 		return s, fmt.Errorf("resolve: %w", err)
 	}
-	p := NewProgress(cfg.Progress, "resolve", total)
-	defer p.Finish()
+	done := 0
 	seen := map[string]struct{}{}
 	for _, f := range selections {
 		err := scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
 			s.Add("selected")
 			outcome, err := resolveRow(ctx, l, core, row, cfg.Now)
 			s.Add(outcome)
-			p.Step()
+			done++
+			if cfg.Progress != nil {
+				cfg.Progress(done, total)
+			}
 			switch {
 			case outcome == "unreachable":
 				log.Warn("core lookup failed; row unchanged", "guid", row.GUID, "state", row.State, "err", err)

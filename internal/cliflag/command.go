@@ -1,13 +1,9 @@
 package cliflag
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 )
 
 // Parse reads a server command's settings with Read: on -h it prints
@@ -23,16 +19,4 @@ func Parse(fs *flag.FlagSet, args []string, usage io.Writer, usageText string) e
 		return fmt.Errorf("unexpected argument %q", positional[0])
 	}
 	return nil
-}
-
-// SignalContext is cancelled by the first SIGINT or SIGTERM, which starts a
-// graceful stop. Default handling is then restored, so that a second signal
-// kills a stop that is taking too long.
-func SignalContext() context.Context {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	return ctx
 }

@@ -131,3 +131,16 @@ func New(cfg Config) (*Client, error) {
 
 // CloseIdleConnections closes the keep-alive connections not in use.
 func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+
+// PathWarning is a warning for a base URL with a path, or "" for one
+// without: every call goes below that path (base/v1/transfers), and a core
+// that serves its paths at the root answers each with 404, which the relay
+// must record as E500. A gateway may want a prefix, so it is said at start
+// rather than refused.
+func (c *Client) PathWarning() string {
+	u, err := url.Parse(c.base)
+	if err != nil || u.Path == "" {
+		return ""
+	}
+	return fmt.Sprintf("the core URL has a path, %q: every core call goes below it, and a core serving its paths at the root answers 404 (stored E500)", u.Path)
+}

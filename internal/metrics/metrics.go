@@ -49,7 +49,7 @@ type Metrics struct {
 	RejectedConns prometheus.Counter
 	// BatchRows counts rows handled by batch commands run in-process (the
 	// demo) by command and outcome; the stand-alone commands write their
-	// outcomes to a textfile instead (batch.WriteMetricsFile).
+	// outcomes to a textfile instead (batchcmd.WriteMetricsFile).
 	BatchRows *prometheus.CounterVec
 
 	links     *linkMetrics

@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"lhrelay/internal/batch"
+	"lhrelay/internal/app"
+	"lhrelay/internal/app/batchcmd"
 	"lhrelay/internal/testutil"
 )
 
@@ -16,15 +17,15 @@ import (
 // it names do not exist, so every run ends in a usage error after --db was
 // read), and a bad value of badFlag naming its source. base are the other
 // arguments the command requires.
-func Sources(t *testing.T, name string, body batch.Body, base []string, badFlag, badValue string) testutil.Sources {
+func Sources(t *testing.T, name string, body batchcmd.Body, base []string, badFlag, badValue string) testutil.Sources {
 	dir := t.TempDir()
 	path := func(name string) string { return filepath.Join(dir, name, "relay.db") }
-	run := func(t *testing.T, args []string) (*batch.Command, error) {
+	run := func(t *testing.T, args []string) (*batchcmd.Command, error) {
 		t.Helper()
-		c := batch.NewCommand(name)
+		c := batchcmd.New(name)
 		_, err := body(context.Background(), c, args, &bytes.Buffer{})
-		if code := batch.ExitCode(err); code != batch.ExitUsage {
-			t.Fatalf("%s %q: exit status %d (%v), want %d", name, args, code, err, batch.ExitUsage)
+		if code := batchcmd.Code(err); code != app.ExitBadSettings {
+			t.Fatalf("%s %q: exit status %d (%v), want %d", name, args, code, err, app.ExitBadSettings)
 		}
 		return c, err
 	}

@@ -1,4 +1,9 @@
-package batch
+// Package batchcmd is the command-line side of the batch commands resolve,
+// reprocess and purge (SPEC §7): the flags they share, opening the ledger
+// and the core, the summary line, the --metrics-file for a textfile
+// collector, and their exit statuses. The rules themselves are
+// internal/batch's.
+package batchcmd
 
 import (
 	"context"
@@ -8,12 +13,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lhrelay/internal/app"
+	"lhrelay/internal/batch"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/ledger"
 )
@@ -34,13 +39,13 @@ type Command struct {
 	Flags      *flag.FlagSet
 }
 
-// NewCommand returns a command with a flag set that reports errors instead
-// of exiting.
-func NewCommand(name string) *Command {
+// New returns a command with a flag set that reports errors instead of
+// exiting.
+func New(name string) *Command {
 	c := &Command{Name: name, Flags: flag.NewFlagSet(name, flag.ContinueOnError)}
 	c.Flags.SetOutput(io.Discard)
-	c.Flags.StringVar(&c.DB, "db", "", "ledger: SQLite file, or postgres:// URL of a shared ledger (required; no default)")
-	c.Flags.StringVar(&c.MetricsFile, "metrics-file", "", "write the run's outcome counts here in Prometheus text format (for a textfile collector)")
+	c.Flags.StringVar(&c.DB, "db", "", "ledger: SQLite `file`, or postgres:// URL of a shared ledger (required; no default)")
+	c.Flags.StringVar(&c.MetricsFile, "metrics-file", "", "write the run's outcome counts to `file` in Prometheus text format (for a textfile collector)")
 	c.Flags.BoolVar(&c.Verbose, "v", false, "log every row handled on stderr")
 	c.Flags.BoolVar(&c.AllowAsync, "allow-async-replication", false, "run on a PostgreSQL primary whose standbys replicate asynchronously (synchronous_standby_names empty), accepting that a failover may forget what this run wrote")
 	return c
@@ -64,19 +69,18 @@ func (c *Command) Logger() *slog.Logger {
 }
 
 // Parse reads the command's settings with cliflag.Read (command line,
-// LHRELAY_ variables, --config file), turning every problem into a
-// UsageError. --help prints the flags, --version the version; both return
-// an error that errors.Is flag.ErrHelp (exit status 0).
+// LHRELAY_ variables, --config file); every problem is app.Bad. --help
+// prints the flags, --version the version; both return an error that
+// errors.Is flag.ErrHelp (exit status 0).
 func (c *Command) Parse(args []string, stdout io.Writer) error {
-	positional, err := cliflag.Read(c.Flags, args, cliflag.Usage{Out: stdout, Text: "usage: " + c.Name + " --db PATH [options]\n\n"})
-	if err != nil {
-		return &UsageError{err}
-	}
-	if len(positional) > 0 {
-		return Usagef("unexpected argument %q", positional[0])
+	if err := cliflag.Parse(c.Flags, args, stdout, "usage: "+c.Name+" --db PATH [options]\n\n"); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return app.Bad(err)
 	}
 	if c.DB == "" {
-		return Usagef("--db is required (there is no default: a batch run on the wrong file is an incident)")
+		return app.Badf("--db is required (there is no default: a batch run on the wrong file is an incident)")
 	}
 	return nil
 }
@@ -84,7 +88,7 @@ func (c *Command) Parse(args []string, stdout io.Writer) error {
 // Open opens the existing ledger named by --db (a SQLite file or a
 // PostgreSQL URL); a missing file or directory, an unreachable database,
 // one that is not a ledger, or a primary that replicates asynchronously
-// without --allow-async-replication (SPEC 6a), is a usage error (exit
+// without --allow-async-replication (SPEC 6a), is a bad setting (exit
 // status 2).
 //
 // The ledger's history names this run (the command, host, process and a
@@ -92,7 +96,7 @@ func (c *Command) Parse(args []string, stdout io.Writer) error {
 func (c *Command) Open() (*ledger.Ledger, error) {
 	l, err := ledger.OpenExisting(c.DB, ledger.WithActor(ledger.NewActor(c.Name)))
 	if err != nil {
-		return nil, &UsageError{err}
+		return nil, app.Bad(err)
 	}
 	if l.Link() == ledger.LinkUnverified {
 		slog.Warn("the link to the ledger is not verified (--db states an sslmode that does not check the server): whoever sits on it can rewrite the ledger", "db", l.Path())
@@ -101,39 +105,57 @@ func (c *Command) Open() (*ledger.Ledger, error) {
 	defer cancel()
 	if err := l.CheckReplication(ctx, c.AllowAsync); err != nil {
 		l.Close()
-		return nil, &UsageError{fmt.Errorf("--db: %w", err)}
+		return nil, app.Badf("--db: %w", err)
 	}
 	return l, nil
 }
 
 // Body is a batch command's work: parse args, run, return the summary.
-type Body func(ctx context.Context, c *Command, args []string, stdout io.Writer) (*Summary, error)
+type Body func(ctx context.Context, c *Command, args []string, stdout io.Writer) (*batch.Summary, error)
 
-// Main runs body as a process: SIGINT/SIGTERM stop it between rows, the
-// summary line goes to stdout, an error to stderr as one line, and the
-// process exits with the status of SPEC §7.
+// Code is a batch run's exit status (SPEC §7): 0 when every selected row
+// was handled, 1 when the core could not be reached for some (they are
+// unchanged: a scheduler should alert), 2 for a bad setting, an unusable
+// database, or a run the ledger broke off.
+func Code(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, batch.ErrCoreUnreachable) {
+		return app.Code(err)
+	}
+	return app.ExitBadSettings
+}
+
+// Main runs body as a process in app's runner: SIGINT/SIGTERM stop it
+// between rows, the summary line goes to stdout, an error to stderr as one
+// line, and the process exits with Code.
 func Main(name string, body Body) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	c := NewCommand(name)
-	s, err := body(ctx, c, os.Args[1:], os.Stdout)
-	stop()
+	app.Main(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return Run(ctx, name, body, args, stdout, stderr)
+	})
+}
+
+// Run is Main's work, for tests: it returns the exit status.
+func Run(ctx context.Context, name string, body Body, args []string, stdout, stderr io.Writer) int {
+	c := New(name)
+	s, err := body(ctx, c, args, stdout)
 	if s != nil {
-		fmt.Fprintln(os.Stdout, s)
+		fmt.Fprintln(stdout, s)
 	}
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	code := Code(err)
+	if code == app.ExitBadSettings {
+		err = app.Bad(err)
 	}
+	app.Report(stderr, name, err)
 	if s != nil && c.MetricsFile != "" {
-		if werr := WriteMetricsFile(c.MetricsFile, s, ExitCode(err), time.Now()); werr != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", name, werr)
+		if werr := WriteMetricsFile(c.MetricsFile, s, code, time.Now()); werr != nil {
+			fmt.Fprintf(stderr, "%s: --metrics-file: %v\n", name, werr)
 		}
 	}
-	os.Exit(ExitCode(err))
+	return code
 }
 
 // WriteMetricsFile writes the run's counts, exit status and end time in
 // Prometheus text format, atomically (a collector never reads half a file).
-func WriteMetricsFile(path string, s *Summary, exitCode int, end time.Time) error {
+func WriteMetricsFile(path string, s *batch.Summary, exitCode int, end time.Time) error {
 	reg := prometheus.NewRegistry()
 	rows := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "lhrelay_batch_last_run_rows",

@@ -1,8 +1,10 @@
-package batch
+package batchcmd
 
 import (
+	"log/slog"
 	"time"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/ledger"
@@ -19,8 +21,8 @@ type CoreFlags struct {
 // AddCoreFlags registers --core and --timeout on c.
 func (c *Command) AddCoreFlags() *CoreFlags {
 	cf := &CoreFlags{}
-	c.Flags.StringVar(&cf.URL, "core", "", "base URL of the core, e.g. http://127.0.0.1:9201 (required)")
-	cliflag.PositiveSecondsVar(c.Flags, &cf.Timeout, "timeout", 5*time.Second, "bound on each core call, in seconds")
+	c.Flags.StringVar(&cf.URL, "core", "", "base `URL` of the core, e.g. http://127.0.0.1:9201 (required)")
+	cliflag.PositiveSecondsVar(c.Flags, &cf.Timeout, "timeout", 5*time.Second, "bound on each core call, in `seconds`")
 	cf.TLS.AddFlags(c.Flags)
 	return cf
 }
@@ -29,18 +31,18 @@ func (c *Command) AddCoreFlags() *CoreFlags {
 // the core one row at a time, so a small connection pool suffices.
 func (cf *CoreFlags) Client() (*corecall.Client, error) {
 	if cf.URL == "" {
-		return nil, Usagef("--core is required")
-	}
-	if cf.Timeout <= 0 {
-		return nil, Usagef("--timeout must be more than 0 seconds")
+		return nil, app.Badf("--core is required")
 	}
 	tlsConfig, err := cf.TLS.Config(cf.URL)
 	if err != nil {
-		return nil, &UsageError{err}
+		return nil, app.Bad(err)
 	}
 	c, err := corecall.New(corecall.Config{BaseURL: cf.URL, Timeout: cf.Timeout, MaxIdleConns: 4, TLS: tlsConfig})
 	if err != nil {
-		return nil, &UsageError{err}
+		return nil, app.Badf("--core: %w", err)
+	}
+	if w := c.PathWarning(); w != "" {
+		slog.Warn("--core: "+w, "core", cf.URL)
 	}
 	return c, nil
 }

@@ -1,4 +1,4 @@
-package batch
+package batchcmd
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
 	"lhrelay/internal/testutil"
-	"lhrelay/internal/wire"
 )
 
 // resolve and reprocess reach an mTLS core with the relay's flags.
@@ -28,22 +28,30 @@ func TestCoreFlagsMTLS(t *testing.T) {
 	t.Cleanup(srv.Close)
 	cert, key := clientCA.Client(t, "resolve").WriteFiles(t, dir, "batch")
 
-	c := NewCommand("resolve")
+	c := New("resolve")
 	cf := c.AddCoreFlags()
 	assert.NilError(t, c.Parse([]string{"--db", "x", "--core", srv.URL, "--core-ca", coreCA.WriteCA(t, dir, "core-ca"), "--core-cert", cert, "--core-key", key}, io.Discard))
 	client, err := cf.Client()
 	assert.NilError(t, err)
-	guid := newGUID()
-	h, frame := transferFrame(t, guid, "tls", 1)
-	r, err := wire.ParseRequest(frame)
-	assert.NilError(t, err)
-	found, err := client.Lookup(context.Background(), r.Tx, h.GUID, r.Body)
+	tx := lookedUp(t)
+	found, err := client.Lookup(context.Background(), tx, "0123456789abcdef0123456789abcdef", tx.NewRequest())
 	assert.NilError(t, err)
 	assert.Assert(t, !found.Posted)
 
-	c = NewCommand("reprocess")
+	c = New("reprocess")
 	cf = c.AddCoreFlags()
 	assert.NilError(t, c.Parse([]string{"--db", "x", "--core", "http://127.0.0.1:1", "--core-cert", cert, "--core-key", key}, io.Discard))
 	_, err = cf.Client()
 	assert.ErrorContains(t, err, "need an https://")
+}
+
+// lookedUp is a registered transaction settled by a lookup.
+func lookedUp(t *testing.T) *generated.Transaction {
+	for _, tx := range generated.Transactions() {
+		if tx.Settle == generated.SettleByLookup {
+			return tx
+		}
+	}
+	t.Fatal("no registered transaction is settled by a lookup")
+	return nil
 }
