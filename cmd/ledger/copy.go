@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 
 	"lhrelay/internal/app"
+	"lhrelay/internal/cliflag"
 	"lhrelay/internal/ledger"
 )
 
@@ -19,11 +21,15 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	from := fs.String("from", "", "the ledger to copy: SQLite file or postgres:// URL (required)")
 	to := fs.String("to", "", "the ledger to copy into, created if missing (required)")
 	allowAsync := fs.Bool("allow-async-replication", false, "copy into a PostgreSQL primary whose standbys replicate asynchronously (synchronous_standby_names empty), accepting that a failover may forget copied rows")
-	if err := fs.Parse(args); err != nil {
-		return app.Badf("copy: %v", err)
+	rest, err := cliflag.Read(fs, args, cliflag.Usage{Out: out, Text: usage + "\n\nflags of copy:\n"})
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
 	}
-	if fs.NArg() > 0 {
-		return app.Badf("copy: unexpected argument %q", fs.Arg(0))
+	if err != nil {
+		return app.Badf("copy: %w", err)
+	}
+	if len(rest) > 0 {
+		return app.Badf("copy: unexpected argument %q", rest[0])
 	}
 	if *from == "" || *to == "" {
 		return app.Badf("copy: --from and --to are required")

@@ -49,8 +49,10 @@ type Usage struct {
 // what the ones before it left unset: the command line, then each flag's
 // environment variable (EnvVar; an empty one counts as unset), then the
 // file named by --config (or LHRELAY_CONFIG), read by ff's plain parser:
-// one "flag value" per line, a flag name alone for true, # comments. A key
-// that is not a flag of the command is an error, not silence. Read adds
+// one "flag value" per line, a flag name alone for true, # comments. One
+// file and one environment may serve every command of a host: a key or
+// LHRELAY_ variable that is another lhrelay command's flag is left to it,
+// and one that is no command's flag is an error naming it, not silence. Read adds
 // --config and --version to fs, and the variable's name to each flag's
 // help text.
 //
@@ -87,6 +89,9 @@ func Read(fs *flag.FlagSet, args []string, u Usage) ([]string, error) {
 		return nil, errVersion
 	}
 
+	if err := checkEnviron(fs, environ()); err != nil {
+		return nil, err
+	}
 	// ff sets every flag still unset from its variable, then from the file.
 	// Each source is read in a pass of its own so that a bad value's error
 	// names the source (ff's own wording names the flag, not the file).
@@ -202,8 +207,10 @@ func knownKeys(fs *flag.FlagSet, where string, shared bool) ff.ConfigFileParser 
 			switch {
 			case name == configFlag:
 				return fmt.Errorf("%s: %s: a config file cannot name another", where, name)
+			case fs.Lookup(name) == nil && flagOwner(name) != "":
+				return nil // another command's setting, in a file shared by a host's commands
 			case fs.Lookup(name) == nil:
-				return fmt.Errorf("%s: unknown key %q (%s has no --%s flag)", where, name, fs.Name(), name)
+				return fmt.Errorf("%s: unknown key %q (no lhrelay command has a --%s flag)", where, name, name)
 			case shared && holdsPassword(value):
 				return fmt.Errorf("%s: %s holds a password and the file is readable by group or others: chmod 0600 it (or put the password in a PGPASSFILE)", where, name)
 			}

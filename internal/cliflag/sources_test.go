@@ -187,3 +187,32 @@ func TestConfigFileWithPasswordMustBePrivate(t *testing.T) {
 		assert.Assert(t, !strings.Contains(err.Error(), "S3cr3t"), err.Error())
 	}
 }
+
+// One environment serves every command of a host: another command's
+// variable is left to it, a variable no command reads is refused by name.
+func TestReadEnvironmentOfAHost(t *testing.T) {
+	t.Setenv("LHRELAY_MIN_AGE", "60") // resolve's; this command has no --min-age
+	fs, timeout, _, _ := testFlags()
+	_, err := Read(fs, nil, Usage{Out: io.Discard})
+	assert.NilError(t, err)
+	assert.Equal(t, *timeout, 5*time.Second)
+
+	t.Setenv("LHRELAY_TIMOUT", "3")
+	fs, _, _, _ = testFlags()
+	_, err = Read(fs, nil, Usage{Out: io.Discard})
+	assert.ErrorContains(t, err, "LHRELAY_TIMOUT: no lhrelay command has a flag it would set")
+}
+
+// One config file serves every command of a host: another command's key
+// is left to it, a key no command has is refused naming the file.
+func TestReadConfigOfAHost(t *testing.T) {
+	fs, timeout, _, _ := testFlags()
+	_, err := Read(fs, []string{"--config", writeConfig(t, "port 9200\nmin-age 60\ntimeout 3")}, Usage{Out: io.Discard})
+	assert.NilError(t, err)
+	assert.Equal(t, *timeout, 3*time.Second)
+
+	file := writeConfig(t, "port 9200\ntimout 3")
+	fs, _, _, _ = testFlags()
+	_, err = Read(fs, []string{"--config", file}, Usage{Out: io.Discard})
+	assert.ErrorContains(t, err, "config file "+file+`: unknown key "timout" (no lhrelay command has a --timout flag)`)
+}

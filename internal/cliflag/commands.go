@@ -1,0 +1,88 @@
+package cliflag
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// commandFlags lists the flags of every lhrelay command (besides --config
+// and --version), so that one config file and one environment can serve
+// all the commands of a host: a key or LHRELAY_ variable that is some
+// other command's flag is left to that command, and one that is no
+// command's flag is a mistake (a misspelling, LHRELAY_TIMOUT) refused by
+// name. cmd/'s table test checks it against every command's -h.
+var commandFlags = map[string][]string{
+	"relay": {"admit-wait", "allow", "allow-async-replication", "breaker-cooldown", "breaker-failures", "breaker-min-calls", "breaker-rate", "breaker-window",
+		"connect-timeout", "core", "core-ca", "core-cert", "core-key", "db", "fixed-inflight", "frame-timeout", "idle-timeout", "listen", "log-format",
+		"log-level", "max-conns", "max-conns-per-addr", "max-inflight", "metrics-addr", "port", "settle-every", "settle-min-age", "stale-sent", "timeout",
+		"tls-cert", "tls-client-ca", "tls-client-org", "tls-key"},
+	"resolve":   {"allow-async-replication", "core", "core-ca", "core-cert", "core-key", "db", "metrics-file", "min-age", "stale-sent", "timeout", "v"},
+	"reprocess": {"allow-async-replication", "core", "core-ca", "core-cert", "core-key", "db", "dry-run", "max-attempts", "metrics-file", "timeout", "v"},
+	"purge":     {"allow-async-replication", "days", "db", "dry-run", "metrics-file", "v"},
+	"ledger":    {"allow-async-replication", "db", "from", "json", "limit", "older-than", "state", "to"},
+	"lhsend": {"acct", "addr", "amount", "bank", "concurrency", "count", "dp-acct", "dp-bank", "dst-org", "duplicates", "guid", "json", "memo", "rate", "raw",
+		"raw-file", "seed", "src-org", "stdin", "timeout", "tls-ca", "tls-cert", "tls-key", "tx", "wd-acct", "wd-bank"},
+	"coresim": {"accounts", "delay", "limit", "listen", "log", "max-concurrent", "port", "service", "tls-cert", "tls-client-ca", "tls-key"},
+	"sandbox": {"core", "db", "delay", "log-level", "metrics-addr", "relay", "timeout"},
+	"demo":    {"json", "keep-db", "verbose"},
+}
+
+// otherVariables are LHRELAY_ variables read by something other than a
+// command's flags: the test suite's PostgreSQL (internal/pgtest).
+var otherVariables = []string{"LHRELAY_TEST_POSTGRES", "LHRELAY_REQUIRE_POSTGRES"}
+
+// CommandFlags returns the flags commandFlags lists for command, for the
+// test that holds the list to the commands.
+func CommandFlags(command string) []string { return commandFlags[command] }
+
+// Commands returns the commands commandFlags knows.
+func Commands() []string {
+	var out []string
+	for c := range commandFlags {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// flagOwner returns a command that has flag name, or "" when none has.
+func flagOwner(name string) string {
+	if Standard(name) {
+		return "every command"
+	}
+	for _, c := range Commands() {
+		if slices.Contains(commandFlags[c], name) {
+			return c
+		}
+	}
+	return ""
+}
+
+// checkEnviron refuses an LHRELAY_ variable in env that is neither a flag
+// of fs or of any command nor one of otherVariables: it was meant to set
+// something and sets nothing.
+func checkEnviron(fs *flag.FlagSet, env []string) error {
+	known := map[string]bool{EnvVar(versionFlag): true}
+	fs.VisitAll(func(f *flag.Flag) { known[EnvVar(f.Name)] = true })
+	for _, v := range otherVariables {
+		known[v] = true
+	}
+	for _, c := range Commands() {
+		for _, f := range append(commandFlags[c], configFlag) {
+			known[EnvVar(f)] = true
+		}
+	}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, EnvPrefix+"_") && !known[name] {
+			return fmt.Errorf("%s: no lhrelay command has a flag it would set (misspelt?); unset it", name)
+		}
+	}
+	return nil
+}
+
+// environ is the process's environment; a variable for tests.
+var environ = os.Environ
