@@ -17,9 +17,10 @@
 // not be given): --listen 0.0.0.0 --port 9200 and --listen 0.0.0.0:9200 are
 // the same. The default, 127.0.0.1:9200, accepts local channels only.
 //
-// Durations are seconds with decimals (0.5) or Go durations (500ms). The
-// connect timeout is capped at --timeout: --timeout bounds the whole core
-// call from the moment it starts, connecting included.
+// Durations are seconds with decimals (0.5) or Go durations (500ms).
+// --connect-timeout may not be longer than --timeout, which bounds the whole
+// core call from the moment it starts, connecting included (its default is
+// capped at a shorter --timeout).
 //
 // Once it listens it prints one line to standard output,
 //
@@ -69,9 +70,10 @@
 // GUID) and the stop is still clean.
 // A second signal kills it at once.
 //
-// Exit status: 0 after a clean stop; 2 for bad arguments or a ledger whose
-// replication is refused (one line on standard error); 1 if it cannot
-// listen, cannot open the ledger, or had to cut the stop short.
+// Exit status: 0 after a clean stop; 2 for a bad setting or a resource one
+// names that cannot be used at start (a port in use, a ledger it cannot
+// open, a replication it refuses): one line on standard error naming the
+// flag, variable or file; 1 if serving failed or the stop was cut short.
 package main
 
 import (
@@ -82,6 +84,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"lhrelay/internal/app"
@@ -102,6 +106,7 @@ const stopMargin = 5 * time.Second
 
 type options struct {
 	addr           string
+	listenFlags    string // the flags addr came from, for errors
 	core           string
 	timeout        time.Duration
 	connectTimeout time.Duration
@@ -137,7 +142,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	)
 	fs.StringVar(&o.core, "core", "http://127.0.0.1:9201", "base `URL` of the core banking system")
 	cliflag.PositiveSecondsVar(fs, &o.timeout, "timeout", corecall.DefaultTimeout, "`seconds` a core call may take in all, connecting included; past it the answer is "+string(generated.RspReadTimeout)+" (or "+string(generated.RspConnectFail)+" if nothing was sent)")
-	cliflag.PositiveSecondsVar(fs, &o.connectTimeout, "connect-timeout", corecall.DefaultConnectTimeout, "`seconds` to establish the connection to the core, TLS handshake included ("+string(generated.RspConnectFail)+" past it); capped at --timeout")
+	cliflag.PositiveSecondsVar(fs, &o.connectTimeout, "connect-timeout", corecall.DefaultConnectTimeout, "`seconds` to establish the connection to the core, TLS handshake included ("+string(generated.RspConnectFail)+" past it); at most --timeout")
 	cliflag.PositiveSecondsVar(fs, &o.frameTimeout, "frame-timeout", relay.DefaultFrameTimeout, "`seconds` a started frame has to arrive whole (else the connection is dropped); also bounds writing an answer")
 	cliflag.PositiveSecondsVar(fs, &o.idleTimeout, "idle-timeout", relay.DefaultIdleTimeout, "`seconds` a connection may wait between frames before it is closed")
 	fs.IntVar(&o.maxConns, "max-conns", relay.DefaultMaxConns, "most channel connections open at once; one more is closed at once, unread")
@@ -159,6 +164,10 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		return o, err
 	}
 	o.addr = addr
+	o.listenFlags = "--listen " + *listen
+	if set["port"] || !strings.Contains(*listen, ":") {
+		o.listenFlags += " --port " + strconv.Itoa(*port)
+	}
 	if o.maxConns < 1 {
 		return o, fmt.Errorf("--max-conns %d: want at least 1", o.maxConns)
 	}
@@ -186,6 +195,12 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	if err := o.links.check(o.core); err != nil {
 		return o, err
 	}
+	if set["connect-timeout"] && o.connectTimeout > o.timeout {
+		// --timeout bounds the whole call, connecting included: a longer
+		// connect timeout would never be reached, and saying nothing would
+		// let an operator believe it is in force.
+		return o, fmt.Errorf("--connect-timeout %ss: longer than --timeout %ss, which bounds the whole core call, connecting included", cliflag.FormatSeconds(o.connectTimeout), cliflag.FormatSeconds(o.timeout))
+	}
 	if err := o.settle.check(o.timeout); err != nil {
 		return o, err
 	}
@@ -208,14 +223,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "relay: %v\n", err)
-		return 2
+		return app.Report(stderr, "relay", app.Bad(err))
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)
 	lk, err := o.links.build(o.core, o.timeout, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "relay: %v\n", err)
-		return 2
+		return app.Report(stderr, "relay", app.Bad(err))
 	}
 	logExpiry(log, lk.certs(), time.Now())
 
@@ -227,14 +240,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		TLS:            lk.coreTLS,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "relay: --core: %v\n", err)
-		return 2
+		return app.Report(stderr, "relay", app.Badf("--core: %w", err))
+	}
+	if w := core.PathWarning(); w != "" {
+		log.Warn("--core: "+w, "core", o.core)
 	}
 	// The instance chosen here names this relay's history chain.
 	led, err := ledger.Open(o.db, ledger.WithActor(ledger.NewActor("relay")))
 	if err != nil {
-		fmt.Fprintf(stderr, "relay: --db: %v\n", err)
-		return 1
+		return app.Report(stderr, "relay", app.Badf("--db: %w", err))
 	}
 	// Set once the relay serves: a start refused after the ledger opened
 	// has no chain head to report.
@@ -250,13 +264,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = led.CheckReplication(cctx, o.allowAsync)
 	cancel()
-	switch {
-	case errors.Is(err, ledger.ErrAsyncReplication):
-		fmt.Fprintf(stderr, "relay: --db: %v\n", err)
-		return 2
-	case err != nil:
-		fmt.Fprintf(stderr, "relay: --db: %v\n", err)
-		return 1
+	if err != nil {
+		return app.Report(stderr, "relay", app.Badf("--db: %w", err))
 	}
 	// Watched on every store, so that the series exist everywhere (a
 	// SQLite ledger has no standbys: its check reads nothing).
@@ -304,21 +313,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	stopSettling, err := o.settle.start(ctx, o, lk, led, m, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "relay: %v\n", err)
-		return 2
+		return app.Report(stderr, "relay", app.Bad(err))
 	}
 	// Deferred after the ledger's Close, so it runs before it: the round
 	// under way stops before the ledger closes.
 	defer stopSettling()
 	srv, err := relay.New(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "relay: %v\n", err)
-		return 2
+		return app.Report(stderr, "relay", app.Bad(err))
 	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
-		fmt.Fprintf(stderr, "relay: %v\n", err)
-		return 1
+		return app.Report(stderr, "relay", app.Badf("%s: %w", o.listenFlags, err))
 	}
 	metricsAddr := "off"
 	if m != nil {
@@ -331,8 +337,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		msrv, maddr, err := m.Serve(o.metricsAddr, ready, log)
 		if err != nil {
 			ln.Close()
-			fmt.Fprintf(stderr, "relay: --metrics-addr: %v\n", err)
-			return 1
+			return app.Report(stderr, "relay", app.Badf("--metrics-addr: %w", err))
 		}
 		// Closed after the relay has stopped, so that /readyz answers 503
 		// while it drains.

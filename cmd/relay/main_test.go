@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,11 +71,28 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-func TestOpenLedgerFailureIsExit1(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"--port", "0", "--db", filepath.Join(t.TempDir(), "missing-dir", "relay.db")}, &stdout, &stderr)
-	assert.Equal(t, code, 1)
-	assert.Assert(t, strings.Contains(stderr.String(), "--db"), stderr.String())
+// A resource a setting names that cannot be used at start is a bad
+// setting: exit 2, one line naming the flag.
+func TestUnusableResourceAtStartIsExit2(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	assert.NilError(t, err)
+	defer taken.Close()
+	port := strconv.Itoa(taken.Addr().(*net.TCPAddr).Port)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--port", "0", "--db", filepath.Join(t.TempDir(), "missing-dir", "relay.db")}, "relay: --db: "},
+		{[]string{"--port", port, "--db", filepath.Join(t.TempDir(), "relay.db")}, "relay: --listen 127.0.0.1 --port " + port + ": "},
+		{[]string{"--port", "0", "--db", "postgres://u@127.0.0.1:1/x?connect_timeout=1"}, "relay: --db: "},
+		{[]string{"--timeout", "5", "--connect-timeout", "9"}, "relay: --connect-timeout 9s: longer than --timeout 5s"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.args, &stdout, &stderr)
+		assert.Equal(t, code, 2, tc.args)
+		assert.Assert(t, strings.HasPrefix(stderr.String(), tc.want), stderr.String())
+		assert.Equal(t, strings.Count(stderr.String(), "\n"), 1, stderr.String())
+	}
 }
 
 // TestRunServesAndStops runs the command against a simulated core, sends a

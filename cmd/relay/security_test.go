@@ -19,7 +19,7 @@ import (
 
 // TestSIGHUPDuringStartup: a SIGHUP while the relay is still starting (its
 // database slow to answer) does not kill it: it goes on, and here fails
-// to open the ledger as it would have anyway, with one line and exit 1.
+// to open the ledger as it would have anyway, with one line and exit 2.
 // Without the handler in place the test binary itself would die.
 func TestSIGHUPDuringStartup(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -48,7 +48,7 @@ func TestSIGHUPDuringStartup(t *testing.T) {
 	assert.NilError(t, syscall.Kill(syscall.Getpid(), syscall.SIGHUP))
 	select {
 	case code := <-exit:
-		assert.Equal(t, code, 1, stderr.String())
+		assert.Equal(t, code, 2, stderr.String())
 		assert.Assert(t, strings.HasPrefix(stderr.String(), "relay: --db: "), stderr.String())
 	case <-time.After(20 * time.Second):
 		t.Fatal("the relay did not give up on its database")

@@ -74,8 +74,9 @@ func Code(err error) int {
 
 // Report writes err as one line, "name: err", to stderr (nothing for nil
 // or flag.ErrHelp) and returns its exit status. A message of several lines
-// (a driver's error quoting its server) is folded into one, so that a
-// scheduler's mail or a journal shows the whole of it.
+// (a driver's error listing each attempt) is folded into one, a line that
+// repeats the one before it said once, so that a scheduler's mail or a
+// journal shows the whole of it.
 func Report(stderr io.Writer, name string, err error) int {
 	code := Code(err)
 	if code != ExitOK {
@@ -87,7 +88,14 @@ func Report(stderr io.Writer, name string, err error) int {
 }
 
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+	var kept []string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		if line != "" && (len(kept) == 0 || kept[len(kept)-1] != line) {
+			kept = append(kept, line)
+		}
+	}
+	return strings.Join(kept, " ")
 }
 
 // Func is a command's body: it reads args, does its work until ctx ends,
