@@ -126,8 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "coresim: %v\n", err)
-		return 2
+		return app.Report(stderr, "coresim", app.Bad(err))
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
@@ -138,8 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.accounts != "" {
 		cfg.Accounts, err = loadAccounts(o.accounts)
 		if err != nil {
-			fmt.Fprintf(stderr, "coresim: %v\n", err)
-			return 2
+			return app.Report(stderr, "coresim", app.Bad(err))
 		}
 	}
 	if o.logPath == "-" {
@@ -147,8 +145,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else if o.logPath != "" {
 		f, err := os.OpenFile(o.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 		if err != nil {
-			fmt.Fprintf(stderr, "coresim: --log: %v\n", err)
-			return 2
+			return app.Report(stderr, "coresim", app.Badf("--log: %w", err))
 		}
 		// Closed after Shutdown, when no handler can write any more; the
 		// request log flushes after each burst, so nothing is left buffered.
@@ -169,16 +166,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.tls.Enabled() {
 		ts, err := tlsconf.NewServer(o.tls)
 		if err != nil {
-			fmt.Fprintf(stderr, "coresim: %v\n", err)
-			return 2
+			return app.Report(stderr, "coresim", app.Bad(err))
 		}
 		tlsCfg = ts.Config()
 	}
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
-		fmt.Fprintf(stderr, "coresim: %v\n", err)
-		return 1
+		return app.Report(stderr, "coresim", app.Badf("--listen/--port %s: %w", o.addr, err))
 	}
 	scheme := "http"
 	if tlsCfg != nil {

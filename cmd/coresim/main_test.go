@@ -140,11 +140,12 @@ func TestServeAndStop(t *testing.T) {
 	assert.Check(t, is.Contains(stderr.String(), "coresim stopped"))
 }
 
+// An address it cannot listen on is a bad setting: exit 2 naming it.
 func TestListenFails(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), []string{"--listen", "256.0.0.1"}, &stdout, &stderr)
-	assert.Equal(t, code, 1)
-	assert.Check(t, is.Contains(stderr.String(), "coresim: listen tcp"))
+	assert.Equal(t, code, 2)
+	assert.Check(t, is.Contains(stderr.String(), "coresim: --listen/--port 256.0.0.1:9201: listen tcp"))
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 
 	l, err := ledger.OpenExisting(*db, ledger.WithActor(ledger.NewActor("ledger "+cmd)))
 	if err != nil {
-		return app.Bad(err)
+		return app.Badf("%s: --db: %w", cmd, err)
 	}
 	defer l.Close()
 

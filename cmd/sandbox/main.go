@@ -9,7 +9,7 @@
 // fresh file in a new temporary directory, removed at exit, because the
 // simulated core's books are fresh at every start too: a ledger remembering
 // GUIDs of a core that forgot them would only confuse a demo. Give --db to
-// keep it.
+// keep it where you say. It prints the ledger command that inspects it.
 //
 // The relay's --timeout defaults to 2 seconds and the core's SLOW delay to 3,
 // so a transfer whose memo starts with SLOW demonstrates E901: the relay
@@ -91,8 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "sandbox: %v\n", err)
-		return 2
+		return app.Report(stderr, "sandbox", app.Bad(err))
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 
@@ -100,8 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if dbPath == "" {
 		dir, err := os.MkdirTemp("", "lhrelay-sandbox-")
 		if err != nil {
-			fmt.Fprintf(stderr, "sandbox: %v\n", err)
-			return 1
+			return app.Report(stderr, "sandbox", app.Badf("--db: a temporary directory for the ledger: %w", err))
 		}
 		defer os.RemoveAll(dir)
 		dbPath = filepath.Join(dir, "sandbox.db")
@@ -114,8 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	coreLn, err := net.Listen("tcp", o.coreAddr)
 	if err != nil {
-		fmt.Fprintf(stderr, "sandbox: core: %v\n", err)
-		return 1
+		return app.Report(stderr, "sandbox", app.Badf("--core %s: %w", o.coreAddr, err))
 	}
 	coreSrv := &http.Server{
 		Handler:           coresim.New(coresim.Config{Delay: delay}),
@@ -131,14 +128,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	led, err := ledger.Open(dbPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "sandbox: --db: %v\n", err)
-		return 1
+		return app.Report(stderr, "sandbox", app.Badf("--db: %w", err))
 	}
 	defer led.Close()
 	core, err := corecall.New(corecall.Config{BaseURL: coreURL, Timeout: o.timeout})
 	if err != nil {
-		fmt.Fprintf(stderr, "sandbox: %v\n", err)
-		return 1
+		return app.Report(stderr, "sandbox", err)
 	}
 	cfg := relay.Config{Core: core, Ledger: led, Logger: log}
 	var m *metrics.Metrics
@@ -149,23 +144,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	srv, err := relay.New(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "sandbox: %v\n", err)
-		return 1
+		return app.Report(stderr, "sandbox", err)
 	}
 	metricsAt := ""
 	if m != nil {
 		msrv, maddr, err := m.Serve(o.metrics, srv.Ready, log)
 		if err != nil {
-			fmt.Fprintf(stderr, "sandbox: --metrics-addr: %v\n", err)
-			return 1
+			return app.Report(stderr, "sandbox", app.Badf("--metrics-addr: %w", err))
 		}
 		defer msrv.Close()
 		metricsAt = fmt.Sprintf("metrics on http://%s/metrics (and /healthz, /readyz)\n", maddr)
 	}
 	relayLn, err := net.Listen("tcp", o.relayAddr)
 	if err != nil {
-		fmt.Fprintf(stderr, "sandbox: relay: %v\n", err)
-		return 1
+		return app.Report(stderr, "sandbox", app.Badf("--relay %s: %w", o.relayAddr, err))
 	}
 	relayErr := make(chan error, 1)
 	go func() { relayErr <- srv.Serve(relayLn) }()
@@ -174,10 +166,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "relay listening on %s (core timeout %ss, ledger %s)\n", relayLn.Addr(), cliflag.FormatSeconds(o.timeout), dbPath)
 	fmt.Fprint(stdout, metricsAt)
 	fmt.Fprintf(stdout, "\ntry, from another terminal:\n\n")
-	fmt.Fprintf(stdout, "  go run ./cmd/lhsend --addr %s --tx BKTR0001 --wd-bank 081 --wd-acct 11002003004005 --dp-bank 004 --dp-acct 22003004005006 --amount 50000 --memo rent\n\n", relayLn.Addr())
-	fmt.Fprintf(stdout, "lhsend picks a fresh GUID; the same line with --guid set to the GUID it printed replays the stored answer.\n"+
+	fmt.Fprintf(stdout, "  go run ./cmd/lhsend --addr %s --tx %s\n\n", relayLn.Addr(), posting().Code)
+	fmt.Fprintf(stdout, "lhsend fills the fields the layout gives defaults (each has a flag, see lhsend -h) and picks a fresh GUID; the same line with --guid set to the GUID it printed replays the stored answer.\n"+
 		"A memo starting with SLOW answers %s and posts anyway; FAIL answers %s; an amount over the limit answers %s.\nCtrl-C stops.\n",
 		generated.RspReadTimeout, generated.RspHTTP500, generated.RspLimitExceeded)
+	fmt.Fprintf(stdout, "\nthe ledger, from another terminal: go run ./cmd/ledger stats --db %s (or list, show GUID)%s\n", dbPath, removedAtExit(o.db))
 
 	select {
 	case err := <-relayErr:
@@ -199,4 +192,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return code
+}
+
+// posting is the first registered transaction that posts (one settled by a
+// lookup), the one to try a transfer with.
+func posting() *generated.Transaction {
+	txs := generated.Transactions()
+	for _, tx := range txs {
+		if tx.Settle == generated.SettleByLookup {
+			return tx
+		}
+	}
+	return txs[0]
+}
+
+// removedAtExit says so of the default, temporary ledger.
+func removedAtExit(db string) string {
+	if db == "" {
+		return "; it is removed at exit: give --db to keep it"
+	}
+	return ""
 }

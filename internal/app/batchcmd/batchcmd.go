@@ -96,7 +96,7 @@ func (c *Command) Parse(args []string, stdout io.Writer) error {
 func (c *Command) Open() (*ledger.Ledger, error) {
 	l, err := ledger.OpenExisting(c.DB, ledger.WithActor(ledger.NewActor(c.Name)))
 	if err != nil {
-		return nil, app.Bad(err)
+		return nil, app.Badf("--db: %w", err)
 	}
 	if l.Link() == ledger.LinkUnverified {
 		slog.Warn("the link to the ledger is not verified (--db states an sslmode that does not check the server): whoever sits on it can rewrite the ledger", "db", l.Path())
