@@ -25,7 +25,7 @@ func main() { batchcmd.Main("purge", run) }
 
 func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
 	fs := c.Flags
-	days := fs.Int("days", -1, "delete DONE rows last updated more than this many days ago by the database's clock (required, at least 1)")
+	days := fs.Int("days", 0, "delete DONE rows last updated more than this many days ago by the database's clock (required, at least 1)")
 	historyDays := fs.Int("history-days", 400, "delete history entries more than this many days old by the database's clock (at least 1)")
 	dryRun := fs.Bool("dry-run", false, "list what would be deleted and change nothing")
 	if err := c.Parse(args, stdout); err != nil {
@@ -36,7 +36,7 @@ func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writ
 		return nil, app.Badf("--days is required and must be a whole number of days, at least %d: a GUID forgotten while its channel may still retry it would be posted again", batch.MinPurgeDays)
 	}
 	if *historyDays < 1 {
-		return nil, batch.Usagef("--history-days must be a whole number of days, 1 or more")
+		return nil, app.Badf("--history-days must be a whole number of days, 1 or more")
 	}
 	l, err := c.Open()
 	if err != nil {

@@ -21,7 +21,7 @@ var commandFlags = map[string][]string{
 		"tls-cert", "tls-client-ca", "tls-client-org", "tls-key"},
 	"resolve":   {"allow-async-replication", "core", "core-ca", "core-cert", "core-key", "db", "metrics-file", "min-age", "stale-sent", "timeout", "v"},
 	"reprocess": {"allow-async-replication", "core", "core-ca", "core-cert", "core-key", "db", "dry-run", "max-attempts", "metrics-file", "timeout", "v"},
-	"purge":     {"allow-async-replication", "days", "db", "dry-run", "metrics-file", "v"},
+	"purge":     {"allow-async-replication", "days", "db", "dry-run", "history-days", "metrics-file", "v"},
 	"ledger":    {"allow-async-replication", "db", "from", "json", "limit", "older-than", "state", "to"},
 	"lhsend": {"acct", "addr", "amount", "bank", "concurrency", "count", "dp-acct", "dp-bank", "dst-org", "duplicates", "guid", "json", "memo", "rate", "raw",
 		"raw-file", "seed", "src-org", "stdin", "timeout", "tls-ca", "tls-cert", "tls-key", "tx", "wd-acct", "wd-bank"},
