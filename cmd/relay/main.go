@@ -238,6 +238,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ConnectTimeout: o.connectTimeout,
 		MaxIdleConns:   o.maxConns, // one call per connection at most
 		TLS:            lk.coreTLS,
+		Log:            log,
 	})
 	if err != nil {
 		return app.Report(stderr, "relay", app.Badf("--core: %w", err))

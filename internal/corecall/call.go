@@ -85,6 +85,9 @@ func (c *Client) Send(ctx context.Context, p *Prepared) Result {
 	res := c.roundTrip(ctx, p.tx.Method, p.path, p.guid, p.body, &tr)
 	if res.err == nil && res.resp != nil {
 		r := classify(p.tx, p.guid, res.resp.StatusCode, res.body, res.bodyErr)
+		if r.Status == http.StatusNotFound && r.Source == generated.SourceHTTP500 {
+			c.notFound.note(p.tx.Method, c.base+p.path)
+		}
 		if tr.retried() {
 			// Cannot happen (fact 3), but if it did, the core may have
 			// seen the request twice: whatever it answered, the outcome

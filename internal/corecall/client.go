@@ -6,10 +6,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,6 +58,10 @@ type Config struct {
 	// certificate); it is cloned per connection. Nil means the system's
 	// CAs and no client certificate. Ignored for http.
 	TLS *tls.Config
+
+	// Log receives the warning for a core answering 404 to a call's path
+	// (notFoundWarning); nil: none.
+	Log *slog.Logger
 }
 
 // Client calls the core. It is safe for concurrent use; make one and share
@@ -64,6 +70,7 @@ type Client struct {
 	base      string // BaseURL without a trailing slash
 	timeout   time.Duration
 	transport *http.Transport
+	notFound  notFoundWarning
 }
 
 // New checks cfg and returns a Client.
@@ -126,6 +133,7 @@ func New(cfg Config) (*Client, error) {
 		base:      strings.TrimSuffix(u.String(), "/"),
 		timeout:   cfg.Timeout,
 		transport: t,
+		notFound:  notFoundWarning{log: cfg.Log},
 	}, nil
 }
 
@@ -143,4 +151,31 @@ func (c *Client) PathWarning() string {
 		return ""
 	}
 	return fmt.Sprintf("the core URL has a path, %q: every core call goes below it, and a core serving its paths at the root answers 404 (stored E500)", u.Path)
+}
+
+// notFoundWarning logs, at most once a minute, a core answering 404 to a
+// call's path where the layout maps 404 to no outcome: the call is
+// recorded E500 like any error, but a 404 for the path itself usually
+// means the relay calls the wrong paths (a base URL with a path, a core
+// of another version), which only the operator can fix.
+type notFoundWarning struct {
+	log  *slog.Logger
+	last atomic.Int64 // unix nanoseconds of the last warning
+	seen atomic.Int64 // 404s since it
+}
+
+const notFoundEvery = time.Minute
+
+func (w *notFoundWarning) note(method, url string) {
+	if w.log == nil {
+		return
+	}
+	n := w.seen.Add(1)
+	now := time.Now().UnixNano()
+	last := w.last.Load()
+	if last != 0 && now-last < int64(notFoundEvery) || !w.last.CompareAndSwap(last, now) {
+		return
+	}
+	w.seen.Add(-n)
+	w.log.Warn("the core answered 404 for a call's path: recorded E500; check that --core is the core's base URL", "method", method, "url", url, "count", n)
 }
