@@ -208,6 +208,9 @@ func (gn generator) emitRegistry(l *Layouts) *File {
 	f.Type().Id("FieldSpec").Struct(
 		Id("Name").String().Comment("layout name, e.g. WD_ACCT"),
 		Id("JSON").String().Comment("the core's JSON key, which Set takes"),
+		Id("Offset").Int().Comment("where the field starts in the body (after the header)"),
+		Id("Len").Int().Comment("its width in bytes"),
+		Id("Kind").String().Comment("its layout kind: N, X, C, T or H"),
 		Comment("Default is the layout's default= value, in the form Set takes;"),
 		Comment("HasDefault is false when the layout declares none."),
 		Id("Default").String(),
@@ -319,7 +322,8 @@ func settleConst(tx *Transaction) string {
 func fieldSpecs(fields []*Field) Code {
 	return Index().Id("FieldSpec").CustomFunc(multiLine, func(g *Group) {
 		for _, fd := range fields {
-			items := []Code{Id("Name").Op(":").Lit(fd.Name), Id("JSON").Op(":").Lit(fd.JSON)}
+			items := []Code{Id("Name").Op(":").Lit(fd.Name), Id("JSON").Op(":").Lit(fd.JSON),
+				Id("Offset").Op(":").Lit(fd.Start), Id("Len").Op(":").Lit(fd.Len), Id("Kind").Op(":").Lit(string(rune(fd.Kind)))}
 			if fd.HasDefault {
 				items = append(items, Id("Default").Op(":").Lit(fd.Default), Id("HasDefault").Op(":").True())
 			}

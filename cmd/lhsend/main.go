@@ -72,6 +72,9 @@ type options struct {
 	tlsCA          string      // --tls-ca
 	tlsCert        string      // --tls-cert
 	tlsKey         string      // --tls-key
+	describe       bool        // --describe: list the registered layouts
+	print          bool        // --print: print the frames, send nothing
+	bad            string      // --bad: spoil the frame to draw this code
 	tls            *tls.Config // built from them; nil: plain TCP
 
 	load        bool // --count given
@@ -178,6 +181,9 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.Float64Var(&o.duplicates, "duplicates", 0, "load: `percent` of frames reusing an earlier frame's GUID and body (ledger replay)")
 	fs.Uint64Var(&o.seed, "seed", 0, "load: `seed` for amounts and duplicates, to repeat a run (0 = random)")
 
+	fs.BoolVar(&o.describe, "describe", false, "print the registered transactions (core call, lookup, each request field's offset, length and kind) and exit")
+	fs.BoolVar(&o.print, "print", false, "print the request frames instead of sending them")
+	fs.StringVar(&o.bad, "bad", "", "send the request spoilt so that the relay answers `code`: "+string(generated.RspUnknownTx)+" (a TX_CODE no layout registers) or "+string(generated.RspBadFrame)+" (one body byte short)")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "speak TLS to the relay, trusting the CAs of this PEM `file` (default with --tls-cert: the system's)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM `file` of a client certificate to present (a relay with --tls-client-ca requires one; with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM `file` of the private key of --tls-cert")
@@ -213,6 +219,12 @@ func (o *options) check(fs *flag.FlagSet) error {
 	}
 	if err := o.buildTLS(); err != nil {
 		return err
+	}
+	if o.bad != "" && (o.stdin || o.load || o.rawGiven) {
+		return errors.New("--bad spoils one request built from the flags: no --stdin, --count or --raw with it")
+	}
+	if o.print && (o.load || o.rawGiven) {
+		return errors.New("--print prints the requests built from the flags or --stdin: no --count or --raw with it")
 	}
 	if o.rawGiven {
 		if o.stdin || o.load || len(o.fields) > 0 || has("tx") || has("guid") {
@@ -277,6 +289,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return fail(stderr, exitUsage, err)
 	}
 	switch {
+	case o.describe:
+		if err := describe(stdout); err != nil {
+			return fail(stderr, exitFailed, err)
+		}
+		return exitOK
 	case o.rawGiven:
 		return runRaw(ctx, o, stdout, stderr)
 	case o.load:
@@ -372,6 +389,23 @@ func runRequests(ctx context.Context, o options, stdin io.Reader, stdout, stderr
 		if frames[i], err = r.Frame(time.Now()); err != nil {
 			return fail(stderr, exitUsage, err)
 		}
+		if o.bad != "" {
+			if frames[i], err = spoil(frames[i], generated.RspCode(o.bad)); err != nil {
+				return fail(stderr, exitUsage, err)
+			}
+		}
+	}
+	if o.print {
+		for _, f := range frames {
+			if _, err := fmt.Fprintf(stdout, "%s\n", f); err != nil {
+				return fail(stderr, exitFailed, err)
+			}
+		}
+		return exitOK
+	}
+	if o.bad != "" {
+		o.raw = frames[0]
+		return runRaw(ctx, o, stdout, stderr)
 	}
 	conn, err := channel.Dial(ctx, o.addr, o.timeout, channel.WithTLS(o.tls))
 	if err != nil {

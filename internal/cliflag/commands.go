@@ -23,7 +23,7 @@ var commandFlags = map[string][]string{
 	"reprocess": {"allow-async-replication", "core", "core-ca", "core-cert", "core-key", "db", "dry-run", "max-attempts", "metrics-file", "timeout", "v"},
 	"purge":     {"allow-async-replication", "days", "db", "dry-run", "history-days", "metrics-file", "v"},
 	"ledger":    {"allow-async-replication", "db", "from", "json", "limit", "older-than", "state", "to"},
-	"lhsend": {"acct", "addr", "amount", "bank", "concurrency", "count", "dp-acct", "dp-bank", "dst-org", "duplicates", "guid", "json", "memo", "rate", "raw",
+	"lhsend": {"acct", "addr", "amount", "bad", "bank", "concurrency", "count", "describe", "dp-acct", "dp-bank", "dst-org", "duplicates", "guid", "json", "memo", "print", "rate", "raw",
 		"raw-file", "seed", "src-org", "stdin", "timeout", "tls-ca", "tls-cert", "tls-key", "tx", "wd-acct", "wd-bank"},
 	"coresim": {"accounts", "delay", "limit", "listen", "log", "max-concurrent", "port", "service", "tls-cert", "tls-client-ca", "tls-key"},
 	"sandbox": {"core", "db", "delay", "log-level", "metrics-addr", "relay", "timeout"},

@@ -78,8 +78,11 @@ var ErrNoLookup = errors.New("the transaction declares lookup none: it is settle
 // FieldSpec describes one request field for a channel client: what to
 // send when the caller gives no value.
 type FieldSpec struct {
-	Name string // layout name, e.g. WD_ACCT
-	JSON string // the core's JSON key, which Set takes
+	Name   string // layout name, e.g. WD_ACCT
+	JSON   string // the core's JSON key, which Set takes
+	Offset int    // where the field starts in the body (after the header)
+	Len    int    // its width in bytes
+	Kind   string // its layout kind: N, X, C, T or H
 	// Default is the layout's default= value, in the form Set takes;
 	// HasDefault is false when the layout declares none.
 	Default    string
@@ -126,8 +129,8 @@ var (
 		Settle:        SettleAsNotPosted,
 		LookupPath:    "",
 		RequestFields: []FieldSpec{
-			{Name: "BANK", JSON: "bank", Default: "081", HasDefault: true},
-			{Name: "ACCT", JSON: "acct", Default: "11002003004007", HasDefault: true},
+			{Name: "BANK", JSON: "bank", Offset: 0, Len: 3, Kind: "C", Default: "081", HasDefault: true},
+			{Name: "ACCT", JSON: "acct", Offset: 3, Len: 14, Kind: "N", Default: "11002003004007", HasDefault: true},
 		},
 		NewRequest: func() RequestBody {
 			return new(BKIQ0001Request)
@@ -148,12 +151,12 @@ var (
 		Settle:        SettleByLookup,
 		LookupPath:    "/v1/transfers/{guid}",
 		RequestFields: []FieldSpec{
-			{Name: "WD_BANK", JSON: "wdBank", Default: "081", HasDefault: true},
-			{Name: "WD_ACCT", JSON: "wdAcct", Default: "11002003004007", HasDefault: true},
-			{Name: "DP_BANK", JSON: "dpBank", Default: "081", HasDefault: true},
-			{Name: "DP_ACCT", JSON: "dpAcct", Default: "11002003004005", HasDefault: true},
-			{Name: "AMOUNT", JSON: "amount", Default: "1000", HasDefault: true, VaryMin: 1, VaryMax: 1000, Vary: true},
-			{Name: "MEMO", JSON: "memo", Default: "lhsend", HasDefault: true},
+			{Name: "WD_BANK", JSON: "wdBank", Offset: 0, Len: 3, Kind: "C", Default: "081", HasDefault: true},
+			{Name: "WD_ACCT", JSON: "wdAcct", Offset: 3, Len: 14, Kind: "N", Default: "11002003004007", HasDefault: true},
+			{Name: "DP_BANK", JSON: "dpBank", Offset: 17, Len: 3, Kind: "C", Default: "081", HasDefault: true},
+			{Name: "DP_ACCT", JSON: "dpAcct", Offset: 20, Len: 14, Kind: "N", Default: "11002003004005", HasDefault: true},
+			{Name: "AMOUNT", JSON: "amount", Offset: 34, Len: 13, Kind: "N", Default: "1000", HasDefault: true, VaryMin: 1, VaryMax: 1000, Vary: true},
+			{Name: "MEMO", JSON: "memo", Offset: 47, Len: 20, Kind: "X", Default: "lhsend", HasDefault: true},
 		},
 		NewRequest: func() RequestBody {
 			return new(BKTR0001Request)
