@@ -13,10 +13,13 @@ func (gn generator) emitHeader(l *Layouts) *File {
 	h := l.Header
 	f := gn.newFile(h.File)
 	c := &codec{layout: h.Name + " header", typ: "Header", recv: "h", header: true, fields: h.Fields, l: l}
-	var prefix *Field
+	var prefix, guid *Field
 	for _, fd := range h.Fields {
 		if fd.Prefix {
 			prefix = fd
+		}
+		if fd.Name == "GUID" {
+			guid = fd
 		}
 	}
 	maxFrame := 1
@@ -34,7 +37,13 @@ func (gn generator) emitHeader(l *Layouts) *File {
 		Id("MinFrameLen").Op("=").Id("HeaderLen").Op("-").Id("PrefixLen"),
 		Comment("MaxFrameLen is the largest LEN the prefix can express."),
 		Id("MaxFrameLen").Op("=").Lit(maxFrame-1),
+		Comment("GUIDLen is the width of the GUID field: a GUID is this many lowercase hex digits."),
+		Id("GUIDLen").Op("=").Lit(guid.Len),
 	)
+	if defaults := headerDefaults(h.Fields); len(defaults) > 0 {
+		docComment(f, "What a channel client puts in header fields it is given no value for (the header layout's default= options).")
+		f.Const().Defs(defaults...)
+	}
 	for _, fd := range h.Fields {
 		if len(fd.Values) == 0 {
 			continue
@@ -144,4 +153,16 @@ func (gn generator) emitHeader(l *Layouts) *File {
 		g.Return(Id("dst"))
 	})
 	return f
+}
+
+// headerDefaults declares a Default<Field> constant for each header field
+// with a default= option.
+func headerDefaults(fields []*Field) []Code {
+	var defs []Code
+	for _, fd := range fields {
+		if fd.HasDefault {
+			defs = append(defs, Id("Default"+goName(fd.Name)).Op("=").Lit(fd.Default))
+		}
+	}
+	return defs
 }

@@ -157,8 +157,8 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.StringVar(&o.addr, "addr", defaultAddr, "relay `HOST:PORT`")
 	fs.StringVar(&o.tx, "tx", generated.ClientDefault().Code, "transaction `code`: "+strings.Join(channel.TxCodes(), ", "))
 	fs.StringVar(&o.guid, "guid", "", "request `GUID`, 32 lowercase hex digits (default: a fresh random one)")
-	fs.StringVar(&o.srcOrg, "src-org", channel.DefaultSrcOrg, "sending institution (SRC_ORG)")
-	fs.StringVar(&o.dstOrg, "dst-org", channel.DefaultDstOrg, "receiving institution (DST_ORG)")
+	fs.StringVar(&o.srcOrg, "src-org", generated.DefaultSrcOrg, "sending institution (SRC_ORG)")
+	fs.StringVar(&o.dstOrg, "dst-org", generated.DefaultDstOrg, "receiving institution (DST_ORG)")
 	fs.BoolVar(&o.stdin, "stdin", false, "read JSON request objects from standard input (same as -)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of tables")
 	fs.Func("raw", "send these bytes, written as `hex`, as they are (to probe malformed input)", func(v string) error {

@@ -115,16 +115,11 @@ func rejectionHeader(h generated.Header) bool {
 
 // HeaderRows lists the header's fields as name/value pairs, in frame order.
 func HeaderRows(h generated.Header) [][2]string {
-	return [][2]string{
-		{"LEN", strconv.Itoa(h.Len)},
-		{"TX_CODE", h.TxCode},
-		{"GUID", h.GUID},
-		{"FLAG", h.Flag},
-		{"SRC_ORG", h.SrcOrg},
-		{"DST_ORG", h.DstOrg},
-		{"RSP_CODE", h.RspCode},
-		{"SENT_AT", h.SentAt},
+	var rows [][2]string
+	for _, f := range h.Fields() {
+		rows = append(rows, [2]string{f.Name, f.Value})
 	}
+	return rows
 }
 
 // WriteText prints the answer as a two-column table (see Rows).

@@ -32,8 +32,8 @@ const rateSlack = 10 * time.Millisecond
 type LoadConfig struct {
 	Addr   string
 	Tx     string // generated.ClientDefault when empty
-	SrcOrg string // DefaultSrcOrg when empty
-	DstOrg string // DefaultDstOrg when empty
+	SrcOrg string // generated.DefaultSrcOrg when empty
+	DstOrg string // generated.DefaultDstOrg when empty
 	// Fields are the body values every frame carries, by JSON key; the
 	// layout's defaults fill the rest. A field the layout declares vary=
 	// for and Fields does not set gets a random value in that range in

@@ -14,20 +14,12 @@ import (
 	"lhrelay/internal/generated"
 )
 
-// Defaults of a request's header, for a channel of our bank talking to the
-// relay. The transaction sent when none is named is the layouts'
-// (generated.ClientDefault), and so are the body fields' defaults.
-const (
-	// DefaultSrcOrg is the sending institution: our bank's wire code.
-	DefaultSrcOrg = "081"
-	// DefaultDstOrg is the receiving institution: the relay.
-	DefaultDstOrg = "999"
-)
+// A request's defaults are the layouts': the transaction sent when none is
+// named (generated.ClientDefault), the body fields' (FieldSpec.Default) and
+// the header's institutions (generated.DefaultSrcOrg, generated.DefaultDstOrg).
 
-// guidWidth is the width of the header's GUID field, taken from the
-// generated header rather than spelled here: the bytes RawHeader finds at
-// the GUID's position in a header-sized frame.
-var guidWidth = len(generated.RawHeader(make([]byte, generated.HeaderLen)).GUID)
+// guidWidth is the width of the header's GUID field.
+const guidWidth = generated.GUIDLen
 
 // NewGUID returns a fresh random GUID: as many lowercase hex digits as the
 // header's GUID field holds (128 random bits for a 32-digit field).
@@ -51,8 +43,8 @@ func ValidGUID(s string) bool {
 type Request struct {
 	Tx     string // TX_CODE of a registered transaction; generated.ClientDefault when empty
 	GUID   string // 32 lowercase hex digits; required
-	SrcOrg string // DefaultSrcOrg when empty
-	DstOrg string // DefaultDstOrg when empty
+	SrcOrg string // generated.DefaultSrcOrg when empty
+	DstOrg string // generated.DefaultDstOrg when empty
 	Fields map[string]string
 }
 
@@ -85,8 +77,8 @@ func (r Request) AppendFrame(dst []byte, now time.Time) ([]byte, error) {
 		TxCode: tx.Code,
 		GUID:   r.GUID,
 		Flag:   generated.FlagRequest,
-		SrcOrg: orDefault(r.SrcOrg, DefaultSrcOrg),
-		DstOrg: orDefault(r.DstOrg, DefaultDstOrg),
+		SrcOrg: orDefault(r.SrcOrg, generated.DefaultSrcOrg),
+		DstOrg: orDefault(r.DstOrg, generated.DefaultDstOrg),
 		SentAt: fixedwidth.FormatTimestamp(now),
 	}
 	out, err := generated.AppendFrame(dst, &h, body)
