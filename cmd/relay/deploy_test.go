@@ -170,11 +170,24 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	for _, want := range []string{"NoNewPrivileges=yes", "ProtectSystem=strict", "ReadWritePaths=/var/lib/lhrelay", "EnvironmentFile=/etc/lhrelay/relay.env"} {
 		assert.Assert(t, strings.Contains(string(unit), "\n"+want+"\n"), "missing %s", want)
 	}
+	// Every unit shipped (the relay, and the batch commands' services and
+	// timers), its binary where the install steps put it.
 	self, err := os.Executable()
 	assert.NilError(t, err)
-	path := filepath.Join(t.TempDir(), "lhrelay.service")
-	assert.NilError(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/relay", self)), 0o644))
-	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	units, err := filepath.Glob(filepath.Join(deployDir, "systemd", "lhrelay*"))
+	assert.NilError(t, err)
+	assert.Assert(t, len(units) >= 7, "%v: the relay's unit and a service and a timer for each batch command", units)
+	dir := t.TempDir()
+	installed := regexp.MustCompile(`/usr/local/lib/lhrelay/bin/[a-z]+`)
+	var paths []string
+	for _, u := range units {
+		text, err := os.ReadFile(u)
+		assert.NilError(t, err)
+		path := filepath.Join(dir, filepath.Base(u))
+		assert.NilError(t, os.WriteFile(path, installed.ReplaceAll(text, []byte(self)), 0o644))
+		paths = append(paths, path)
+	}
+	out, err := exec.Command(analyze, append([]string{"verify"}, paths...)...).CombinedOutput()
 	assert.NilError(t, err, string(out))
 	assert.Equal(t, strings.TrimSpace(string(out)), "", "warnings from systemd-analyze verify")
 
