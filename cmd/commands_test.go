@@ -89,7 +89,7 @@ func TestBadSettingsExit2(t *testing.T) {
 	// settings (ledger: its list subcommand).
 	base := map[string][]string{
 		"relay": {"--port", "0", "--db", filepath.Join(dir, "relay.db")}, "resolve": {}, "reprocess": {}, "purge": {},
-		"ledger": {"list"}, "lhsend": {}, "coresim": {"--port", "0"}, "sandbox": {"--relay", "127.0.0.1:0", "--core", "127.0.0.1:0"}, "demo": {},
+		"ledger": {"list"}, "lhsend": {}, "coresim": {"--port", "0"}, "sandbox": {"--relay", "127.0.0.1:0", "--core", "127.0.0.1:0"}, "demo": {}, "verify": {"--out", filepath.Join(dir, "verify")},
 	}
 	own := map[string][]badCase{
 		"relay": {
@@ -131,6 +131,9 @@ func TestBadSettingsExit2(t *testing.T) {
 		},
 		"demo": {
 			{"unknown flag", nil, []string{"--bogus"}, "-bogus"},
+		},
+		"verify": {
+			{"bad duration", nil, []string{"--duration", "soon"}, "-duration"},
 		},
 	}
 	for _, name := range cliflag.Commands() {

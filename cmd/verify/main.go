@@ -34,15 +34,14 @@ import (
 	"strings"
 	"time"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/pgtest"
 	"lhrelay/internal/plant"
 	"lhrelay/internal/verify"
 )
 
-func main() {
-	os.Exit(run(cliflag.SignalContext(), os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { app.Main(run) }
 
 type options struct {
 	schedules int
@@ -123,8 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "verify: %v\n", err)
-		return 2
+		return app.Report(stderr, "verify", app.Bad(err))
 	}
 	if o.list {
 		for _, n := range plant.All {
@@ -134,29 +132,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.out == "" {
 		if o.out, err = os.MkdirTemp("", "lhrelay-verify-"); err != nil {
-			fmt.Fprintf(stderr, "verify: --out: %v\n", err)
-			return 2
+			return app.Report(stderr, "verify", app.Badf("--out: %w", err))
 		}
 	} else if err := os.MkdirAll(o.out, 0o755); err != nil {
-		fmt.Fprintf(stderr, "verify: --out: %v\n", err)
-		return 2
+		return app.Report(stderr, "verify", app.Badf("--out: %w", err))
 	}
 	bin, err := os.MkdirTemp("", "lhrelay-verify-bin-")
 	if err != nil {
-		fmt.Fprintf(stderr, "verify: %v\n", err)
-		return 2
+		return app.Report(stderr, "verify", app.Bad(err))
 	}
 	defer os.RemoveAll(bin)
 	if err := build(ctx, bin, o.plant != "", stderr); err != nil {
-		fmt.Fprintf(stderr, "verify: building the commands: %v\n", err)
-		return 2
+		return app.Report(stderr, "verify", app.Badf("building the commands: %w", err))
 	}
 	cfg := &verify.Config{Bin: bin, Relays: o.relays, Duration: o.duration, Rate: o.rate, Out: o.out, Plant: o.plant}
 	if slices.Contains(o.stores, verify.StorePostgres) {
 		pg, err := pgtest.StartStandalone()
 		if err != nil {
-			fmt.Fprintf(stderr, "verify: PostgreSQL: %v\n", err)
-			return 2
+			return app.Report(stderr, "verify", app.Badf("PostgreSQL: %w", err))
 		}
 		defer pg.Close()
 		cfg.PG = pg

@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"lhrelay/internal/plant"
 )
 
 // commandFlags lists the flags of every lhrelay command (besides --config
@@ -25,14 +27,17 @@ var commandFlags = map[string][]string{
 	"ledger":    {"allow-async-replication", "db", "from", "json", "limit", "older-than", "state", "to"},
 	"lhsend": {"acct", "addr", "amount", "bad", "bank", "concurrency", "count", "describe", "dp-acct", "dp-bank", "dst-org", "duplicates", "guid", "json", "memo", "print", "rate", "raw",
 		"raw-file", "seed", "src-org", "stdin", "timeout", "tls-ca", "tls-cert", "tls-key", "tx", "wd-acct", "wd-bank"},
-	"coresim": {"accounts", "delay", "limit", "listen", "log", "max-concurrent", "port", "service", "tls-cert", "tls-client-ca", "tls-key"},
+	"coresim": {"accounts", "control", "delay", "limit", "listen", "log", "max-concurrent", "port", "service", "tls-cert", "tls-client-ca", "tls-key", "truth"},
 	"sandbox": {"core", "db", "delay", "log-level", "metrics-addr", "relay", "timeout"},
 	"demo":    {"json", "keep-db", "verbose"},
+	"verify":  {"duration", "first", "list-plants", "out", "plant", "rate", "relays", "schedules", "seed", "store"},
 }
 
 // otherVariables are LHRELAY_ variables read by something other than a
-// command's flags: the test suite's PostgreSQL (internal/pgtest).
-var otherVariables = []string{"LHRELAY_TEST_POSTGRES", "LHRELAY_REQUIRE_POSTGRES"}
+// command's flags: the planted mistake verify switches on (internal/plant)
+// and the test suite's PostgreSQL (internal/pgtest's, spelled here because
+// a command does not import a test helper).
+var otherVariables = []string{plant.EnvVar, "LHRELAY_TEST_POSTGRES", "LHRELAY_REQUIRE_POSTGRES"}
 
 // CommandFlags returns the flags commandFlags lists for command, for the
 // test that holds the list to the commands.
