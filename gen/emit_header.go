@@ -13,13 +13,10 @@ func (gn generator) emitHeader(l *Layouts) *File {
 	h := l.Header
 	f := gn.newFile(h.File)
 	c := &codec{layout: h.Name + " header", typ: "Header", recv: "h", header: true, fields: h.Fields, l: l}
-	var prefix, guid *Field
+	var prefix *Field
 	for _, fd := range h.Fields {
 		if fd.Prefix {
 			prefix = fd
-		}
-		if fd.Name == "GUID" {
-			guid = fd
 		}
 	}
 	maxFrame := 1
@@ -37,8 +34,6 @@ func (gn generator) emitHeader(l *Layouts) *File {
 		Id("MinFrameLen").Op("=").Id("HeaderLen").Op("-").Id("PrefixLen"),
 		Comment("MaxFrameLen is the largest LEN the prefix can express."),
 		Id("MaxFrameLen").Op("=").Lit(maxFrame-1),
-		Comment("GUIDLen is the width of the GUID field: a GUID is this many lowercase hex digits."),
-		Id("GUIDLen").Op("=").Lit(guid.Len),
 	)
 	if defaults := headerDefaults(h.Fields); len(defaults) > 0 {
 		docComment(f, "What a channel client puts in header fields it is given no value for (the header layout's default= options).")

@@ -19,7 +19,7 @@ import (
 // the header's institutions (generated.DefaultSrcOrg, generated.DefaultDstOrg).
 
 // guidWidth is the width of the header's GUID field.
-const guidWidth = generated.GUIDLen
+const guidWidth = generated.HeaderGUIDWidth
 
 // NewGUID returns a fresh random GUID: as many lowercase hex digits as the
 // header's GUID field holds (128 random bits for a 32-digit field).

@@ -19,8 +19,6 @@ const (
 	MinFrameLen = HeaderLen - PrefixLen
 	// MaxFrameLen is the largest LEN the prefix can express.
 	MaxFrameLen = 9999
-	// GUIDLen is the width of the GUID field: a GUID is this many lowercase hex digits.
-	GUIDLen = 32
 )
 
 // What a channel client puts in header fields it is given no value for (the header layout's default= options).
