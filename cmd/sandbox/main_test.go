@@ -55,11 +55,16 @@ func TestSandbox(t *testing.T) {
 		if rest, ok := strings.CutPrefix(lines.Text(), "relay listening on "); ok {
 			relayAddr, _, _ = strings.Cut(rest, " ")
 		}
-		if strings.Contains(lines.Text(), "go run ./cmd/lhsend --addr "+relayAddr) && relayAddr != "" {
+		if strings.Contains(lines.Text(), "ledger stats --db ") {
 			break
 		}
 	}
 	assert.Assert(t, relayAddr != "", "printed %q; stderr:\n%s", printed, stderr.String())
+	all := strings.Join(printed, "\n")
+	assert.Assert(t, strings.Contains(all, "go run ./cmd/lhsend --addr "+relayAddr+" --tx "), all)
+	// It says how to inspect its ledger, and that the default one goes.
+	assert.Assert(t, strings.Contains(all, "ledger stats --db "+tmp), all)
+	assert.Assert(t, strings.Contains(all, "removed at exit: give --db to keep it"), all)
 	go io.Copy(io.Discard, outR)
 
 	h := generated.Header{TxCode: "BKTR0001", GUID: "000000000000000000000000005a4db0", Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
