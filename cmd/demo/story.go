@@ -22,16 +22,22 @@ const (
 	acctWealthy = "11002003004007" // LHB, balance 100,000,000
 	acctMissing = "11002003009999" // no such account
 	acctOther   = "22003004005006" // at another bank (KBK): not credited by this core
-	bankLHB     = "081"
 	bankKBK     = "004"
-	txTransfer  = "BKTR0001"
-	txInquiry   = "BKIQ0001"
 	// txUnregistered is a TX_CODE no layout defines.
 	txUnregistered = "BKZZ9999"
 	// overLimit is over the simulator's per-transfer limit of 10,000,000.
 	overLimit = 20_000_000
 	// guidPrefix starts every GUID of the demo, so they are easy to spot.
 	guidPrefix = "dec0de"
+	// bankLHB is our bank, the channels' sending institution.
+	bankLHB = generated.DefaultSrcOrg
+)
+
+// The transactions the story sends, from the registry: a transfer (one
+// that posts, settled by a lookup) and a balance inquiry (a read).
+var (
+	txTransfer = channel.FirstSettledBy(generated.SettleByLookup).Code
+	txInquiry  = channel.FirstSettledBy(generated.SettleAsNotPosted).Code
 )
 
 // step is one row of the report.

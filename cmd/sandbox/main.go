@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"lhrelay/internal/app"
+	"lhrelay/internal/channel"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
@@ -166,7 +167,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "relay listening on %s (core timeout %ss, ledger %s)\n", relayLn.Addr(), cliflag.FormatSeconds(o.timeout), dbPath)
 	fmt.Fprint(stdout, metricsAt)
 	fmt.Fprintf(stdout, "\ntry, from another terminal:\n\n")
-	fmt.Fprintf(stdout, "  go run ./cmd/lhsend --addr %s --tx %s\n\n", relayLn.Addr(), posting().Code)
+	fmt.Fprintf(stdout, "  go run ./cmd/lhsend --addr %s --tx %s\n\n", relayLn.Addr(), channel.FirstSettledBy(generated.SettleByLookup).Code)
 	fmt.Fprintf(stdout, "lhsend fills the fields the layout gives defaults (each has a flag, see lhsend -h) and picks a fresh GUID; the same line with --guid set to the GUID it printed replays the stored answer.\n"+
 		"A memo starting with SLOW answers %s and posts anyway; FAIL answers %s; an amount over the limit answers %s.\nCtrl-C stops.\n",
 		generated.RspReadTimeout, generated.RspHTTP500, generated.RspLimitExceeded)
@@ -192,18 +193,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return code
-}
-
-// posting is the first registered transaction that posts (one settled by a
-// lookup), the one to try a transfer with.
-func posting() *generated.Transaction {
-	txs := generated.Transactions()
-	for _, tx := range txs {
-		if tx.Settle == generated.SettleByLookup {
-			return tx
-		}
-	}
-	return txs[0]
 }
 
 // removedAtExit says so of the default, temporary ledger.

@@ -158,6 +158,18 @@ func TxCodes() []string {
 	return codes
 }
 
+// FirstSettledBy is the first registered transaction whose unknown outcome
+// is settled the way s says: generated.SettleByLookup for one that posts
+// (a transfer), SettleAsNotPosted for a read. Nil when none is.
+func FirstSettledBy(s generated.Settlement) *generated.Transaction {
+	for _, tx := range generated.Transactions() {
+		if tx.Settle == s {
+			return tx
+		}
+	}
+	return nil
+}
+
 // RequestKeys lists the JSON keys of tx's request body in layout order.
 func RequestKeys(tx *generated.Transaction) []string {
 	var keys []string
