@@ -106,12 +106,10 @@ func TestGauges(t *testing.T) {
 	m.ConnOpened()
 	m.ConnClosed()
 	m.ConnRejected()
-	m.AddBatchRows("resolve", "done", 3)
 	s := gather(t, m)
 	assert.Equal(t, s["lhrelay_frames_in_flight"], 1.0)
 	assert.Equal(t, s["lhrelay_connections_open"], 1.0)
 	assert.Equal(t, s["lhrelay_connections_rejected_total"], 1.0)
-	assert.Equal(t, s[`lhrelay_batch_rows_total{command="resolve",outcome="done"}`], 3.0)
 }
 
 // TestChildrenConcurrent: many goroutines counting through the cache lose

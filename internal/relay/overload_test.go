@@ -341,9 +341,6 @@ func TestFullDiskStillReplays(t *testing.T) {
 // GUID is replayed, a different request is E904, a new GUID is E902 and
 // never sent.
 func TestReadOnlyDatabaseStillReplays(t *testing.T) {
-	if !pgtest.Available() {
-		t.Skip("no PostgreSQL server binaries")
-	}
 	ctx := context.Background()
 	led, err := ledger.Open(pgtest.URL(t))
 	assert.NilError(t, err)

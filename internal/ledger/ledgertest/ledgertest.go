@@ -78,9 +78,6 @@ func Open(t testing.TB, db string) *Raw {
 	return r
 }
 
-// Postgres reports whether the ledger is a PostgreSQL one.
-func (r *Raw) Postgres() bool { return r.pg != nil }
-
 // Now is the SQL for the store's current time, as updated_at holds it.
 func (r *Raw) Now() string {
 	if r.pg != nil {
