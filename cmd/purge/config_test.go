@@ -9,13 +9,13 @@ import (
 
 	"lhrelay/internal/batch"
 	"lhrelay/internal/batch/batchtest"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestConfigSources: --db from the command line, LHRELAY_DB or a --config
 // file, in that order of precedence; a bad value names its source.
 func TestConfigSources(t *testing.T) {
-	testutil.CheckSources(t, batchtest.Sources(t, "purge", run, []string{"--days", "30"}, "dry-run", "maybe"))
+	testkit.CheckSources(t, batchtest.Sources(t, "purge", run, []string{"--days", "30"}, "dry-run", "maybe"))
 }
 
 func TestVersionAndHelpExitZero(t *testing.T) {

@@ -14,16 +14,16 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/generated"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
 func TestLinkArgsErrors(t *testing.T) {
 	dir := t.TempDir()
-	ca := testutil.NewCA(t, "CA")
+	ca := testkit.NewCA(t, "CA")
 	cert, key := ca.Server(t, "relay").WriteFiles(t, dir, "relay")
 	junk := filepath.Join(dir, "junk")
-	testutil.WriteFile(t, junk, []byte("junk"))
+	testkit.WriteFile(t, junk, []byte("junk"))
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -66,7 +66,7 @@ func TestLinkArgsErrors(t *testing.T) {
 // keeps the certificate in force.
 func TestSIGHUPReloadsTLSFiles(t *testing.T) {
 	dir := t.TempDir()
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	cert, key := ca.Server(t, "relay-v1").WriteFiles(t, dir, "relay")
 	r := startRun(t, "--tls-cert", cert, "--tls-key", key)
 	r.drain()
@@ -107,7 +107,7 @@ func TestSIGHUPReloadsTLSFiles(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, generated.RawHeader(answer).RspCode, string(generated.RspHTTP200))
 
-	testutil.WriteFile(t, cert, []byte("not a certificate"))
+	testkit.WriteFile(t, cert, []byte("not a certificate"))
 	hup("TLS files not reloaded")
 	assert.Equal(t, subject(dial()), "relay-v2")
 }

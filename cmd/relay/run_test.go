@@ -16,7 +16,7 @@ import (
 
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -25,7 +25,7 @@ type runningRelay struct {
 	coreURL, db, addr string
 	lines             *bufio.Scanner // standard output after the listening line
 	out               *io.PipeReader
-	stderr            *testutil.SyncBuffer
+	stderr            *testkit.SyncBuffer
 	stop              context.CancelFunc
 	exit              chan int
 }
@@ -43,7 +43,7 @@ func startRunCore(t *testing.T, coreAPI http.Handler, args ...string) *runningRe
 	t.Helper()
 	core := httptest.NewServer(coreAPI)
 	t.Cleanup(core.Close)
-	r := &runningRelay{coreURL: core.URL, db: filepath.Join(t.TempDir(), "relay.db"), stderr: &testutil.SyncBuffer{}, exit: make(chan int, 1)}
+	r := &runningRelay{coreURL: core.URL, db: filepath.Join(t.TempDir(), "relay.db"), stderr: &testkit.SyncBuffer{}, exit: make(chan int, 1)}
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
 	t.Cleanup(stop)

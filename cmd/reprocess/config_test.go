@@ -9,13 +9,13 @@ import (
 
 	"lhrelay/internal/batch"
 	"lhrelay/internal/batch/batchtest"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestConfigSources: --db from the command line, LHRELAY_DB or a --config
 // file, in that order of precedence; a bad value names its source.
 func TestConfigSources(t *testing.T) {
-	testutil.CheckSources(t, batchtest.Sources(t, "reprocess", run, []string{"--core", "http://127.0.0.1:1", "--max-attempts", "3"}, "timeout", "x"))
+	testkit.CheckSources(t, batchtest.Sources(t, "reprocess", run, []string{"--core", "http://127.0.0.1:1", "--max-attempts", "3"}, "timeout", "x"))
 }
 
 func TestVersionAndHelpExitZero(t *testing.T) {

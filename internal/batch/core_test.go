@@ -10,14 +10,14 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/coresim"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
 // resolve and reprocess reach an mTLS core with the relay's flags.
 func TestCoreFlagsMTLS(t *testing.T) {
 	dir := t.TempDir()
-	coreCA, clientCA := testutil.NewCA(t, "core CA"), testutil.NewCA(t, "batch CA")
+	coreCA, clientCA := testkit.NewCA(t, "core CA"), testkit.NewCA(t, "batch CA")
 	srv := httptest.NewUnstartedServer(coresim.New(coresim.Config{}))
 	srv.TLS = &tls.Config{
 		Certificates: []tls.Certificate{coreCA.Server(t, "core").TLS},

@@ -11,8 +11,8 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
-	"lhrelay/internal/ledger/ledgertest"
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -28,19 +28,19 @@ type testLedger struct {
 	t    *testing.T
 	path string
 	l    *ledger.Ledger
-	raw  *ledgertest.Raw
+	raw  *testkit.Raw
 }
 
 // eachStore runs fn as a subtest on a fresh ledger of each store.
 func eachStore(t *testing.T, fn func(t *testing.T, tl *testLedger)) {
-	ledgertest.Run(t, func(t *testing.T, db string) { fn(t, newTestLedger(t, db)) })
+	testkit.EachStore(t, func(t *testing.T, db string) { fn(t, newTestLedger(t, db)) })
 }
 
 func newTestLedger(t *testing.T, db string) *testLedger {
 	l, err := ledger.Open(db)
 	assert.NilError(t, err)
 	t.Cleanup(func() { l.Close() })
-	return &testLedger{t: t, path: db, l: l, raw: ledgertest.Open(t, db)}
+	return &testLedger{t: t, path: db, l: l, raw: testkit.OpenRaw(t, db, ledger.IsURL(db))}
 }
 
 // transferFrame builds a BKTR0001 request frame for guid.

@@ -10,7 +10,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 func TestConcurrentClaimsOfOneGUID(t *testing.T) {
@@ -59,7 +59,7 @@ func testConcurrentClaimsOfOneGUID(t *testing.T, l *Ledger) {
 // nobody sees "database is locked" (or a lock timeout), and the group
 // commit groups.
 func TestManyChannelsAndABatchCommand(t *testing.T) {
-	ledgertest.Run(t, testManyChannelsAndABatchCommand)
+	testkit.EachStore(t, testManyChannelsAndABatchCommand)
 }
 
 func testManyChannelsAndABatchCommand(t *testing.T, path string) {
@@ -136,7 +136,7 @@ func testManyChannelsAndABatchCommand(t *testing.T, path string) {
 // Close while ops are queued: every caller gets a result or an error, and
 // nothing hangs.
 func TestCloseWhileQueued(t *testing.T) {
-	ledgertest.Run(t, testCloseWhileQueued)
+	testkit.EachStore(t, testCloseWhileQueued)
 }
 
 func testCloseWhileQueued(t *testing.T, db string) {

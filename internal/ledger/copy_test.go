@@ -7,14 +7,14 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 // TestCopy: every row of a SQLite file reaches the target as it is; a
 // second run copies nothing and changes nothing; a GUID the target holds
 // with other content is reported, never overwritten.
 func TestCopy(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T, target string) {
+	testkit.EachStore(t, func(t *testing.T, target string) {
 		defer func(n int) { scanPageSize = n }(scanPageSize)
 		scanPageSize = 7 // several pages per state
 		ctx := context.Background()

@@ -9,7 +9,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 // later queues FinishLater and returns a channel that gets its result.
@@ -110,7 +110,7 @@ func testFinishLaterRefused(t *testing.T, l *Ledger) {
 // TestCloseRecordsQueuedOutcomes: Close runs every outcome queued before
 // it, and each caller hears its result before Close returns.
 func TestCloseRecordsQueuedOutcomes(t *testing.T) {
-	ledgertest.Run(t, testCloseRecordsQueuedOutcomes)
+	testkit.EachStore(t, testCloseRecordsQueuedOutcomes)
 }
 
 func testCloseRecordsQueuedOutcomes(t *testing.T, path string) {

@@ -12,8 +12,8 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/ledger/ledgertest"
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -83,11 +83,11 @@ func newLedger(t testing.TB, opts ...Option) *Ledger {
 // eachStore runs fn as a subtest on a fresh ledger of each store: every
 // rule of the state machine holds on both.
 func eachStore(t *testing.T, fn func(t *testing.T, l *Ledger), opts ...Option) {
-	ledgertest.Run(t, func(t *testing.T, db string) { fn(t, openLedger(t, db, opts...)) })
+	testkit.EachStore(t, func(t *testing.T, db string) { fn(t, openLedger(t, db, opts...)) })
 }
 
 // raw reaches l's rows from outside the package, as another process would.
-func raw(t testing.TB, l *Ledger) *ledgertest.Raw { return ledgertest.Open(t, l.Path()) }
+func raw(t testing.TB, l *Ledger) *testkit.Raw { return testkit.OpenRaw(t, l.Path(), IsURL(l.Path())) }
 
 // sqliteOf is l's SQLite store, for the tests of its writer.
 func sqliteOf(l *Ledger) *sqliteStore { return l.st.(*sqliteStore) }

@@ -11,7 +11,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 func TestSchemaAppliedTwiceIsHarmless(t *testing.T) {
@@ -205,7 +205,7 @@ func TestOpenCreatesFileButNotDirectory(t *testing.T) {
 }
 
 func TestClosedLedger(t *testing.T) {
-	ledgertest.Run(t, testClosedLedger)
+	testkit.EachStore(t, testClosedLedger)
 }
 
 func testClosedLedger(t *testing.T, db string) {

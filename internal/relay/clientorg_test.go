@@ -8,14 +8,14 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestClientOrgs (SPEC 5.9): a client certificate bound to SRC_ORGs sends
 // as those and is answered E102, never sent, for any other; a certificate
 // that matches no rule may send as none.
 func TestClientOrgs(t *testing.T) {
-	serverCA, channelCA := testutil.NewCA(t, "relay CA"), testutil.NewCA(t, "channel CA")
+	serverCA, channelCA := testkit.NewCA(t, "relay CA"), testkit.NewCA(t, "channel CA")
 	orgs, err := ParseClientOrgs("CN=atm-0001:081,082; OU=none:999")
 	assert.NilError(t, err)
 	core := &counting{h: simCore(0)}

@@ -10,7 +10,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/generated"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // dialFrom opens a channel connection from a given loopback address
@@ -38,7 +38,7 @@ func TestSilentConnectionClosedAtFrameTimeout(t *testing.T) {
 // TestSilentTLSConnectionClosedAtFrameTimeout: the same for a connection
 // that never starts its TLS handshake.
 func TestSilentTLSConnectionClosedAtFrameTimeout(t *testing.T) {
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: 200 * time.Millisecond, idleTimeout: time.Hour, tls: channelTLS(t, ca, ca)})
 	logged := e.log.When("TLS handshake failed")
 	c := e.dial()
@@ -107,7 +107,7 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 // TestHandshakeFailuresRateLimited: junk connections to a TLS relay are
 // each counted but logged at most once a second, not once each.
 func TestHandshakeFailuresRateLimited(t *testing.T) {
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	e := startEnv(t, envConfig{core: simCore(0), tls: channelTLS(t, ca, ca)})
 	const junk = 30
 	start := time.Now()

@@ -28,7 +28,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -96,7 +96,7 @@ type env struct {
 	srv  *Server
 	addr string
 	led  *ledger.Ledger
-	log  *testutil.SyncBuffer
+	log  *testkit.SyncBuffer
 	core *httptest.Server
 	done chan error // Serve's result
 }
@@ -129,12 +129,12 @@ type envConfig struct {
 	limiter        *admit.Limiter
 	// logger builds the relay's logger over the env's log buffer; nil: a
 	// text handler at debug level.
-	logger func(buf *testutil.SyncBuffer) *slog.Logger
+	logger func(buf *testkit.SyncBuffer) *slog.Logger
 }
 
 func startEnv(t *testing.T, cfg envConfig) *env {
 	t.Helper()
-	e := &env{t: t, log: &testutil.SyncBuffer{}, done: make(chan error, 1)}
+	e := &env{t: t, log: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	url := cfg.coreURL
 	if cfg.core != nil {
 		e.core = httptest.NewServer(cfg.core)

@@ -17,7 +17,7 @@ import (
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/metrics"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -43,7 +43,7 @@ type observedEnv struct {
 	*env
 	m          *metrics.Metrics
 	metricsURL string
-	logW       *testutil.SyncBuffer // the relay's log, with When
+	logW       *testkit.SyncBuffer // the relay's log, with When
 }
 
 func startObserved(t *testing.T, o observed) *observedEnv {
@@ -57,7 +57,7 @@ func startObserved(t *testing.T, o observed) *observedEnv {
 	}
 	ec := envConfig{
 		core: o.core, coreURL: o.coreURL, ledger: true, maxConns: o.maxConns, metrics: oe.m,
-		logger: func(buf *testutil.SyncBuffer) *slog.Logger {
+		logger: func(buf *testkit.SyncBuffer) *slog.Logger {
 			oe.logW = buf
 			opts := &slog.HandlerOptions{Level: o.level}
 			if o.text {

@@ -17,10 +17,10 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
-	"lhrelay/internal/ledger/ledgertest"
 	"lhrelay/internal/outcome"
 	"lhrelay/internal/pgtest"
 	"lhrelay/internal/settle"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -109,7 +109,7 @@ func newSettler(t *testing.T, l *ledger.Ledger, core *corecall.Client, coreDown 
 // one runs the round, the other finds it locked, and each row is looked up
 // exactly once (counted at the core).
 func TestTwoRelaysOneRound(t *testing.T) {
-	ledgertest.Run(t, twoRelaysOneRound)
+	testkit.EachStore(t, twoRelaysOneRound)
 }
 
 func twoRelaysOneRound(t *testing.T, db string) {

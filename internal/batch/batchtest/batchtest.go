@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"lhrelay/internal/batch"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // Sources is the configuration-sources test of the batch command name
@@ -16,7 +16,7 @@ import (
 // it names do not exist, so every run ends in a usage error after --db was
 // read), and a bad value of badFlag naming its source. base are the other
 // arguments the command requires.
-func Sources(t *testing.T, name string, body batch.Body, base []string, badFlag, badValue string) testutil.Sources {
+func Sources(t *testing.T, name string, body batch.Body, base []string, badFlag, badValue string) testkit.Sources {
 	dir := t.TempDir()
 	path := func(name string) string { return filepath.Join(dir, name, "relay.db") }
 	run := func(t *testing.T, args []string) (*batch.Command, error) {
@@ -28,7 +28,7 @@ func Sources(t *testing.T, name string, body batch.Body, base []string, badFlag,
 		}
 		return c, err
 	}
-	return testutil.Sources{
+	return testkit.Sources{
 		Flag: "db", NoDefault: true, FromFile: path("file"), FromEnv: path("env"), FromArgs: path("arg"),
 		Base: base,
 		Value: func(t *testing.T, args []string) string {

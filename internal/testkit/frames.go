@@ -1,0 +1,86 @@
+package testkit
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"lhrelay/internal/channel"
+	"lhrelay/internal/fixedwidth"
+	"lhrelay/internal/generated"
+)
+
+var (
+	guidSeq   atomic.Uint64
+	guidEpoch = uint64(time.Now().UnixNano())
+)
+
+// GUID returns a fresh GUID: unique within the test binary and, by the
+// binary's start time in its first half, across binaries sharing a
+// ledger. GUIDs made later sort after earlier ones.
+func GUID() string { return fmt.Sprintf("%016x%016x", guidEpoch, guidSeq.Add(1)) }
+
+// TransferTx is the first registered transaction that posts: one whose
+// unknown outcome is settled by a lookup (SPEC 2), as a transfer's is.
+func TransferTx() *generated.Transaction { return firstSettled(generated.SettleByLookup) }
+
+// ReadTx is the first registered read: settled as never posted (lookup
+// none), as an inquiry is.
+func ReadTx() *generated.Transaction { return firstSettled(generated.SettleAsNotPosted) }
+
+func firstSettled(s generated.Settlement) *generated.Transaction {
+	for _, tx := range generated.Transactions() {
+		if tx.Settle == s {
+			return tx
+		}
+	}
+	panic(fmt.Sprintf("testkit: no registered transaction with settlement %d: the layouts changed", s))
+}
+
+// SentAt is the SENT_AT of Frame's frames: fixed, so that a request built
+// twice is the same bytes.
+var SentAt = time.Date(2026, 11, 29, 10, 30, 0, 0, time.UTC)
+
+// Frame builds a request frame of tx for guid as a channel does
+// (channel.Request): each field by JSON key from fields, else the
+// layout's client default.
+func Frame(t testing.TB, tx *generated.Transaction, guid string, fields map[string]string) []byte {
+	t.Helper()
+	return FrameAt(t, tx, guid, fields, SentAt)
+}
+
+// FrameAt is Frame with its own SENT_AT.
+func FrameAt(t testing.TB, tx *generated.Transaction, guid string, fields map[string]string, at time.Time) []byte {
+	t.Helper()
+	f, err := channel.Request{Tx: tx.Code, GUID: guid, Fields: channel.WithDefaults(tx, fields)}.Frame(at)
+	if err != nil {
+		t.Fatalf("testkit: %v", err)
+	}
+	return f
+}
+
+// Transfer is Frame of TransferTx.
+func Transfer(t testing.TB, guid string, fields map[string]string) []byte {
+	t.Helper()
+	return Frame(t, TransferTx(), guid, fields)
+}
+
+// Body is the body of Frame: the bytes after the header.
+func Body(t testing.TB, tx *generated.Transaction, fields map[string]string) []byte {
+	t.Helper()
+	return Frame(t, tx, GUID(), fields)[generated.HeaderLen:]
+}
+
+// RawFrame is a request frame of TX_CODE txCode holding body as given,
+// whatever its layout says: for what is done with bytes as received.
+func RawFrame(t testing.TB, txCode, guid string, at time.Time, body []byte) []byte {
+	t.Helper()
+	h := generated.Header{TxCode: txCode, GUID: guid, Flag: generated.FlagRequest, SrcOrg: channel.DefaultSrcOrg, DstOrg: channel.DefaultDstOrg, SentAt: fixedwidth.FormatTimestamp(at)}
+	h.Len = generated.HeaderLen - generated.PrefixLen + len(body)
+	f, err := h.AppendTo(nil)
+	if err != nil {
+		t.Fatalf("testkit: %v", err)
+	}
+	return append(f, body...)
+}
