@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,14 +43,6 @@ func oneLineError(t *testing.T, r result, code int, want ...string) {
 	for _, w := range want {
 		assert.Assert(t, is.Contains(r.stderr, w))
 	}
-}
-
-func refusedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	assert.NilError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 func squeeze(s string) string {
@@ -191,7 +182,7 @@ func TestInputValidation(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
-	addr := refusedAddr(t)
+	addr := testkit.ClosedAddr(t)
 	for _, args := range [][]string{
 		{"--addr", addr},
 		{"--addr", addr, "--count", "3", "--concurrency", "2"},

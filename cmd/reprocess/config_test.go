@@ -8,14 +8,13 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/batch"
-	"lhrelay/internal/batch/batchtest"
 	"lhrelay/internal/testkit"
 )
 
 // TestConfigSources: --db from the command line, LHRELAY_DB or a --config
 // file, in that order of precedence; a bad value names its source.
 func TestConfigSources(t *testing.T) {
-	testkit.CheckSources(t, batchtest.Sources(t, "reprocess", run, []string{"--core", "http://127.0.0.1:1", "--max-attempts", "3"}, "timeout", "x"))
+	testkit.CheckSources(t, testkit.LedgerSources(t, runArgs, batch.ExitUsage, []string{"--core", "http://127.0.0.1:1", "--max-attempts", "3"}, "timeout", "x"))
 }
 
 func TestVersionAndHelpExitZero(t *testing.T) {
@@ -25,4 +24,12 @@ func TestVersionAndHelpExitZero(t *testing.T) {
 		assert.Equal(t, batch.ExitCode(err), batch.ExitOK, "%s: %v", arg, err)
 		assert.Assert(t, out.Len() > 0)
 	}
+}
+
+// runArgs runs the command on args: the --db it read, its exit status and
+// error.
+func runArgs(args []string) (string, int, error) {
+	c := batch.NewCommand("reprocess")
+	_, err := run(context.Background(), c, args, &bytes.Buffer{})
+	return c.DB, batch.ExitCode(err), err
 }

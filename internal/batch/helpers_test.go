@@ -2,8 +2,7 @@ package batch
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,9 +17,7 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-var guidSeq atomic.Uint64
-
-func newGUID() string { return fmt.Sprintf("%016x%016x", uint64(0xba7c4), guidSeq.Add(1)) }
+func newGUID() string { return testkit.GUID() }
 
 // testLedger is a fresh ledger with helpers to put rows into any state and
 // age.
@@ -43,13 +40,18 @@ func newTestLedger(t *testing.T, db string) *testLedger {
 	return &testLedger{t: t, path: db, l: l, raw: testkit.OpenRaw(t, db, ledger.IsURL(db))}
 }
 
-// transferFrame builds a BKTR0001 request frame for guid.
+// transferFrame builds a request frame of testkit.TransferTx for guid,
+// from the rich account to another of the bank, and its header.
 func transferFrame(t *testing.T, guid, memo string, amount int64) (generated.Header, []byte) {
-	h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-	req := &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "081", DpAcct: "11002003004007", Amount: amount, Memo: memo}
-	frame, err := generated.AppendFrame(nil, &h, req)
-	assert.NilError(t, err)
-	return h, frame
+	frame := testkit.Transfer(t, guid, map[string]string{"wdAcct": "11002003004005", "dpAcct": "11002003004007", "amount": strconv.FormatInt(amount, 10), "memo": memo})
+	return headerOf(t, frame), frame
+}
+
+// headerOf decodes frame's header.
+func headerOf(t *testing.T, frame []byte) generated.Header {
+	var h generated.Header
+	assert.NilError(t, h.Decode(string(frame[:generated.HeaderLen])))
+	return h
 }
 
 // seed claims a new transfer and leaves it in state with code, updated age ago.

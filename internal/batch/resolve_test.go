@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -65,13 +65,9 @@ func (c *core) post(t *testing.T, tl *testLedger, guid string) {
 	assert.Equal(t, res.Source, generated.SourceHTTP200, "%v", res.Err)
 }
 
-// closedCore is a core URL on which nothing listens.
+// closedCore is a core client of a URL on which nothing listens.
 func closedCore(t *testing.T) *corecall.Client {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	assert.NilError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	cl, err := corecall.New(corecall.Config{BaseURL: "http://" + addr, Timeout: time.Second})
+	cl, err := corecall.New(corecall.Config{BaseURL: testkit.ClosedURL(t), Timeout: time.Second})
 	assert.NilError(t, err)
 	return cl
 }
@@ -326,15 +322,12 @@ func testResolveByEachTransactionsOwnRule(t *testing.T, tl *testLedger) {
 	assert.NilError(t, err)
 
 	inquiry := newGUID()
-	ih := generated.Header{TxCode: "BKIQ0001", GUID: inquiry, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-	iframe, err := generated.AppendFrame(nil, &ih, &generated.BKIQ0001Request{Bank: "081", Acct: "11002003004005"})
-	assert.NilError(t, err)
-	tl.seedFrame(ih, iframe, ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+	rich := map[string]string{"acct": "11002003004005"}
+	iframe := testkit.Frame(t, testkit.ReadTx(), inquiry, rich)
+	tl.seedFrame(headerOf(t, iframe), iframe, ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
 	staleInquiry := newGUID()
-	ih.GUID = staleInquiry
-	iframe, err = generated.AppendFrame(nil, &ih, &generated.BKIQ0001Request{Bank: "081", Acct: "11002003004005"})
-	assert.NilError(t, err)
-	tl.seedFrame(ih, iframe, ledger.StateSent, "", time.Hour)
+	iframe = testkit.Frame(t, testkit.ReadTx(), staleInquiry, rich)
+	tl.seedFrame(headerOf(t, iframe), iframe, ledger.StateSent, "", time.Hour)
 
 	transfer := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
 

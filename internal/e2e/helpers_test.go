@@ -160,14 +160,11 @@ func startRelay(t *testing.T, relayBin, coreURL, db, timeout string) *proc {
 		"--port", "0", "--core", coreURL, "--db", db, "--timeout", timeout)
 }
 
-// transfer builds a BKTR0001 request frame the way a channel does.
+// transfer builds a request frame of testkit.TransferTx with memo (a memo
+// starting with SLOW makes the core wait).
 func transfer(t *testing.T, guid, memo string) []byte {
 	t.Helper()
-	tx, err := channel.LookupTx("BKTR0001")
-	assert.NilError(t, err)
-	f, err := channel.BuildRequest(tx.Code, guid, channel.WithDefaults(tx, map[string]string{"memo": memo}), time.Now())
-	assert.NilError(t, err)
-	return f
+	return testkit.Transfer(t, guid, map[string]string{"memo": memo})
 }
 
 // sendResult is the outcome of one channel.Conn.Send.

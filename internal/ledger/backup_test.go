@@ -20,7 +20,7 @@ func TestBackupWhileWriting(t *testing.T) {
 		var guids []string
 		for range n {
 			g := newGUID()
-			_, err := l.Claim(ctx, request("BKTR0001", g, "20261129103000", "body"))
+			_, err := l.Claim(ctx, request(txTransfer, g, sentAt1, "body"))
 			assert.NilError(t, err)
 			assert.NilError(t, l.Finish(ctx, g, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: "0000", Response: responseFrame(g, "0000")}))
 			guids = append(guids, g)

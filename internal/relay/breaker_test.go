@@ -21,6 +21,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 )
 
 // sickCore hangs every request while sick (reading its body first, so that
@@ -167,7 +168,7 @@ func TestBreakerConnectFailures(t *testing.T) {
 	br, err := breaker.New(breaker.Settings{Name: "core", Failures: 2, Cooldown: 50 * time.Millisecond,
 		OnChange: func(_ string, _, to breaker.State) { changes <- to }})
 	assert.NilError(t, err)
-	e := startEnv(t, envConfig{coreURL: "http://" + closedPort(t), ledger: true, breaker: br})
+	e := startEnv(t, envConfig{coreURL: testkit.ClosedURL(t), ledger: true, breaker: br})
 	for range 2 {
 		assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspConnectFail))
 	}

@@ -24,7 +24,7 @@ func TestClientOrgs(t *testing.T) {
 		c.clientOrgs = orgs
 	}})
 	frameAs := func(guid, srcOrg string) []byte {
-		h := header(guid, "BKTR0001")
+		h := header(guid, testkit.TransferTx().Code)
 		h.SrcOrg = srcOrg
 		f, err := generated.AppendFrame(nil, h, &generated.BKTR0001Request{WdBank: "081", WdAcct: acctRich, DpBank: "004", DpAcct: acctOther, Amount: 50000, Memo: "rent"})
 		assert.NilError(t, err)

@@ -15,6 +15,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
+	"lhrelay/internal/testkit"
 )
 
 // logLine is one JSON log record.
@@ -168,7 +169,7 @@ func TestFrameLogRejections(t *testing.T) {
 // TestFrameLogCoreUnreachable: an E902 line (with the core's error) carries
 // no account number.
 func TestFrameLogCoreUnreachable(t *testing.T) {
-	oe := startObserved(t, observed{level: slog.LevelInfo, coreURL: "http://" + closedPort(t)})
+	oe := startObserved(t, observed{level: slog.LevelInfo, coreURL: testkit.ClosedURL(t)})
 	guid := newGUID()
 	assert.Equal(t, oe.roundTrip(inquiryFrame(t, guid, acctRich)).code(), string(generated.RspConnectFail))
 	l := oe.frameLine(guid)
@@ -233,19 +234,19 @@ func TestFrameLogText(t *testing.T) {
 // TestShutdownLogLines: Shutdown says how many frames were in flight and
 // that they were finished.
 func TestShutdownLogLines(t *testing.T) {
-	g := newGate(simCore(0))
-	oe := startObserved(t, observed{core: g, level: slog.LevelInfo})
+	g := testkit.NewGate(16)
+	oe := startObserved(t, observed{core: gatedSim(g), level: slog.LevelInfo})
 	c := oe.dial()
 	guid := newGUID()
 	_, err := c.Write(transferFrame(t, guid))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 
 	stopping := oe.logW.When("relay stopping")
 	stopped := make(chan error, 1)
 	go func() { stopped <- oe.srv.Shutdown(context.Background()) }()
 	<-stopping
-	g.open()
+	g.Open()
 	assert.Equal(t, oe.read(c).code(), string(generated.RspHTTP200))
 	assert.NilError(t, <-stopped)
 
@@ -288,7 +289,7 @@ func BenchmarkFrameLine(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			s := &Server{log: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: bc.level})), base: context.Background(), metrics: metrics.New()}
 			c := &conn{s: s, remote: "127.0.0.1:40000"}
-			tx, _ := generated.LookupTransaction("BKTR0001")
+			tx := testkit.TransferTx()
 			req := tx.NewRequest()
 			frame := transferFrame(b, newGUID())
 			if err := req.Decode(string(frame[generated.HeaderLen:])); err != nil {

@@ -223,14 +223,14 @@ func TestReadyzWhileStopping(t *testing.T) {
 // TestMetricsFrameInFlight: a frame held at the core counts in flight; the
 // other outcomes are counted by their source.
 func TestMetricsFrameInFlight(t *testing.T) {
-	g := newGate(simCore(0))
-	oe := startObserved(t, observed{core: g, metrics: true})
+	g := testkit.NewGate(16)
+	oe := startObserved(t, observed{core: gatedSim(g), metrics: true})
 	slow := oe.dial()
 	_, err := slow.Write(transferFrame(t, newGUID()))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 	assert.Equal(t, oe.scrape()["lhrelay_frames_in_flight"], "1")
-	g.open()
+	g.Open()
 	assert.Equal(t, oe.read(slow).code(), string(generated.RspHTTP200))
 	assert.Equal(t, oe.scrape()["lhrelay_frames_in_flight"], "0")
 }

@@ -24,6 +24,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/testkit"
 )
 
 func newLimiter(t *testing.T, s admit.Settings) *admit.Limiter {
@@ -112,16 +113,11 @@ func TestOverloadShedsInsteadOfUnknowns(t *testing.T) {
 	}
 }
 
-// heldCore is a core that holds each transfer until released, announcing
-// its arrival; lookups and everything else go straight to the simulator.
-func heldCore(sim *coresim.Server, g *gate) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			g.ServeHTTP(w, r)
-			return
-		}
-		sim.ServeHTTP(w, r)
-	})
+// heldCore is sim behind a gate that holds each transfer (a POST);
+// lookups and everything else go straight through.
+func heldCore(sim *coresim.Server) (*testkit.Gate, http.Handler) {
+	g := testkit.NewGate(16).Only(func(r *http.Request) bool { return r.Method == http.MethodPost })
+	return g, g.Wrap(sim)
 }
 
 // TestShedFramesAreAnsweredFromTheRow: with the one slot taken by a call
@@ -132,19 +128,19 @@ func heldCore(sim *coresim.Server, g *gate) http.Handler {
 // GUID E902 with no row written. The core sees none of them.
 func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 	sim := simCore(0)
-	g := newGate(sim)
+	g, core := heldCore(sim)
 	lim := newLimiter(t, admit.Settings{Max: 1, Fixed: true, Timeout: 5 * time.Second})
-	e := startEnv(t, envConfig{core: heldCore(sim, g), ledger: true, limiter: lim})
+	e := startEnv(t, envConfig{core: core, ledger: true, limiter: lim})
 	ctx := context.Background()
 
 	// Rows in each state, made before the slot is taken.
-	g.open()
+	g.Open()
 	done := newGUID()
 	doneAnswer := e.roundTrip(transferFrame(t, done))
 	assert.Equal(t, doneAnswer.code(), string(generated.RspHTTP200))
 	claimed := func(guid string) {
 		f := transferFrame(t, guid)
-		c, err := e.led.Claim(ctx, ledger.Request{GUID: guid, TxCode: "BKTR0001", Frame: f, Body: f[generated.HeaderLen:]})
+		c, err := e.led.Claim(ctx, ledger.Request{GUID: guid, TxCode: testkit.TransferTx().Code, Frame: f, Body: f[generated.HeaderLen:]})
 		assert.NilError(t, err)
 		assert.Equal(t, c.Outcome, ledger.Owned)
 	}
@@ -156,12 +152,12 @@ func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 	claimed(sent)
 
 	// Take the only slot with a call the core holds.
-	g2 := newGate(sim)
-	e.core.Config.Handler = heldCore(sim, g2)
+	g2, core2 := heldCore(sim)
+	e.core.Config.Handler = core2
 	holder := newGUID()
 	held := make(chan answer, 1)
 	go func() { held <- e.roundTrip(transferFrame(t, holder)) }()
-	g2.waitArrival(t)
+	g2.WaitArrival(t)
 	postsBefore := sim.Stats().Calls
 
 	start := time.Now()
@@ -183,7 +179,7 @@ func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 	assert.Equal(t, row.Attempts, 1, "a shed frame re-claims nothing")
 	assert.Assert(t, strings.Contains(e.log.String(), "not admitted"))
 
-	g2.open()
+	g2.Open()
 	assert.Equal(t, (<-held).code(), string(generated.RspHTTP200))
 
 	// reprocess sends the FAILED row once.
@@ -261,7 +257,7 @@ func TestBreakerOpensOnRefusedConnectionsWithAdmission(t *testing.T) {
 	br, err := breaker.New(breaker.Settings{Name: "core", Failures: 3, Cooldown: time.Minute})
 	assert.NilError(t, err)
 	lim := newLimiter(t, admit.Settings{Max: 8, Timeout: time.Second})
-	e := startEnv(t, envConfig{coreURL: "http://" + closedPort(t), ledger: true, breaker: br, limiter: lim})
+	e := startEnv(t, envConfig{coreURL: testkit.ClosedURL(t), ledger: true, breaker: br, limiter: lim})
 	for range 3 {
 		assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspConnectFail))
 	}

@@ -18,6 +18,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 )
 
 // TestSpecCodes sends one frame per row of SPEC §4 that a single request
@@ -96,7 +97,7 @@ func TestInquiry(t *testing.T) {
 }
 
 func TestConnectRefusedIsE902(t *testing.T) {
-	e := startEnv(t, envConfig{coreURL: "http://" + closedPort(t), ledger: true})
+	e := startEnv(t, envConfig{coreURL: testkit.ClosedURL(t), ledger: true})
 	guid := newGUID()
 	a := e.roundTrip(transferFrame(t, guid))
 	assert.Equal(t, a.code(), string(generated.RspConnectFail))
@@ -147,7 +148,7 @@ func TestCoreAnswers(t *testing.T) {
 
 func TestTimeoutIsE901WithinTimeout(t *testing.T) {
 	g := newGate(reply(200, `{}`))
-	defer g.open()
+	defer g.Open()
 	const timeout = 200 * time.Millisecond
 	e := startEnv(t, envConfig{core: g, timeout: timeout})
 	start := time.Now()
@@ -264,21 +265,20 @@ func TestPrefixNotDigits(t *testing.T) {
 // TestSlowCallDoesNotDelayOthers: one connection waits on the core while
 // another's frame is answered.
 func TestSlowCallDoesNotDelayOthers(t *testing.T) {
-	sim := simCore(0)
 	slowGUID := newGUID()
-	g := newGate(sim)
-	defer g.open()
-	core := holdOnly(slowGUID, g, sim)
+	g := testkit.NewGate(16).Only(testkit.ForGUID(slowGUID))
+	defer g.Open()
+	core := gatedSim(g)
 	e := startEnv(t, envConfig{core: core})
 	slow := e.dial()
 	_, err := slow.Write(transferFrame(t, slowGUID))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 
 	fast := e.roundTrip(transferFrame(t, newGUID()))
 	assert.Equal(t, fast.code(), string(generated.RspHTTP200))
 
-	g.open()
+	g.Open()
 	assert.Equal(t, e.read(slow).code(), string(generated.RspHTTP200))
 }
 
@@ -370,18 +370,17 @@ func (n *notifyClose) Close() error {
 // recorded, idle connections are closed, new ones refused, and Shutdown
 // returns nil.
 func TestShutdownFinishesFrameInFlight(t *testing.T) {
-	sim := simCore(0)
 	inflight := newGUID()
-	g := newGate(sim)
-	defer g.open()
-	core := holdOnly(inflight, g, sim)
+	g := testkit.NewGate(16).Only(testkit.ForGUID(inflight))
+	defer g.Open()
+	core := gatedSim(g)
 	e := startEnv(t, envConfig{core: core, ledger: true})
 	idle := e.dial()
 	assert.Equal(t, e.send(idle, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
 	busy := e.dial()
 	_, err := busy.Write(transferFrame(t, inflight))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.srv.Shutdown(context.Background()) }()
@@ -395,7 +394,7 @@ func TestShutdownFinishesFrameInFlight(t *testing.T) {
 	default:
 	}
 
-	g.open()
+	g.Open()
 	a := e.read(busy)
 	assert.Equal(t, a.code(), string(generated.RspHTTP200))
 	expectClosed(t, busy)
@@ -407,13 +406,13 @@ func TestShutdownFinishesFrameInFlight(t *testing.T) {
 // flight is cancelled, classified and recorded: no row is left SENT.
 func TestShutdownDeadline(t *testing.T) {
 	g := newGate(reply(200, `{}`))
-	defer g.open()
+	defer g.Open()
 	e := startEnv(t, envConfig{core: g, ledger: true, timeout: time.Minute})
 	busy := e.dial()
 	guid := newGUID()
 	_, err := busy.Write(transferFrame(t, guid))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -501,23 +500,23 @@ func TestLedgerGUIDReused(t *testing.T) {
 }
 
 func TestLedgerInProgress(t *testing.T) {
-	g := newGate(simCore(0))
-	defer g.open()
-	e := startEnv(t, envConfig{core: g, ledger: true})
+	g := testkit.NewGate(16)
+	defer g.Open()
+	e := startEnv(t, envConfig{core: gatedSim(g), ledger: true})
 	guid := newGUID()
 	first := e.dial()
 	_, err := first.Write(transferFrame(t, guid))
 	assert.NilError(t, err)
-	g.waitArrival(t) // claimed (SENT) and at the core
+	g.WaitArrival(t) // claimed (SENT) and at the core
 
 	start := time.Now()
 	a := e.roundTrip(transferFrame(t, guid))
 	assert.Equal(t, a.code(), string(generated.RspInProgress))
 	assert.Assert(t, time.Since(start) < time.Second, "answered at once")
 
-	g.open()
+	g.Open()
 	assert.Equal(t, e.read(first).code(), string(generated.RspHTTP200))
-	assert.Equal(t, len(g.arrived), 0, "the duplicate never reached the core")
+	assert.Equal(t, len(g.Arrived()), 0, "the duplicate never reached the core")
 }
 
 func TestLedgerUnknownIsNotResent(t *testing.T) {
@@ -656,9 +655,9 @@ func answerUnderLock(t *testing.T, core http.Handler, frame func(guid string) []
 	c = e.dial()
 	_, err := c.Write(frame(guid))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 	release = holdWriteLock(t, e.led.Path())
-	g.open()
+	g.Open()
 	return e, c, guid, release
 }
 

@@ -66,21 +66,28 @@ func Transfer(t testing.TB, guid string, fields map[string]string) []byte {
 	return Frame(t, TransferTx(), guid, fields)
 }
 
-// Body is the body of Frame: the bytes after the header.
-func Body(t testing.TB, tx *generated.Transaction, fields map[string]string) []byte {
-	t.Helper()
-	return Frame(t, tx, GUID(), fields)[generated.HeaderLen:]
+// Body is the body of tx's request with fields over the layout's client
+// defaults, for tests that build frames around bodies (RawFrame). Its
+// arguments are the test's own constants: a body that does not encode is
+// a bug in the test, and panics.
+func Body(tx *generated.Transaction, fields map[string]string) string {
+	f, err := channel.Request{Tx: tx.Code, GUID: GUID(), Fields: channel.WithDefaults(tx, fields)}.Frame(SentAt)
+	if err != nil {
+		panic(fmt.Sprintf("testkit: %v", err))
+	}
+	return string(f[generated.HeaderLen:])
 }
 
 // RawFrame is a request frame of TX_CODE txCode holding body as given,
-// whatever its layout says: for what is done with bytes as received.
-func RawFrame(t testing.TB, txCode, guid string, at time.Time, body []byte) []byte {
-	t.Helper()
+// whatever its layout says: for what is done with bytes as received. A
+// header that does not encode (a bad GUID or SENT_AT of the test's own)
+// panics.
+func RawFrame(txCode, guid string, at time.Time, body string) []byte {
 	h := generated.Header{TxCode: txCode, GUID: guid, Flag: generated.FlagRequest, SrcOrg: channel.DefaultSrcOrg, DstOrg: channel.DefaultDstOrg, SentAt: fixedwidth.FormatTimestamp(at)}
 	h.Len = generated.HeaderLen - generated.PrefixLen + len(body)
 	f, err := h.AppendTo(nil)
 	if err != nil {
-		t.Fatalf("testkit: %v", err)
+		panic(fmt.Sprintf("testkit: %v", err))
 	}
 	return append(f, body...)
 }
