@@ -24,8 +24,9 @@ import (
 	"lhrelay/internal/wire"
 )
 
-// core is a real simulator behind a real HTTP server that counts POSTs
-// (resolve must never POST) and can be switched to failing lookups.
+// core is a real simulator behind a real HTTP server that counts the
+// POSTs reaching it (resolve must never POST) and can be switched to
+// failing lookups.
 type core struct {
 	sim         *coresim.Server
 	srv         *httptest.Server
@@ -34,11 +35,13 @@ type core struct {
 }
 
 func newCore(t *testing.T) *core {
-	c := &core{sim: coresim.New(coresim.Config{})}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := &core{}
+	c.sim = coresim.New(coresim.Config{Arrived: func(r *http.Request) {
 		if r.Method == http.MethodPost {
 			c.posts.Add(1)
 		}
+	}})
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && c.failLookups.Load() {
 			http.Error(w, "maintenance", http.StatusServiceUnavailable)
 			return

@@ -40,17 +40,11 @@ type Responder struct {
 // A nil handler answers like a healthy relay: see Answer0000.
 func Start(t testing.TB, h Handler) *Responder {
 	t.Helper()
-	if h == nil {
-		h = Answer0000
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testkit: listen: %v", err)
-	}
-	return startOn(t, h, ln)
+	return StartTLS(t, h, nil)
 }
 
-// StartTLS is Start serving TLS with cfg, as a relay with --tls-cert does.
+// StartTLS is Start serving TLS with cfg, as a relay with --tls-cert does;
+// a nil cfg serves plain TCP.
 func StartTLS(t testing.TB, h Handler, cfg *tls.Config) *Responder {
 	t.Helper()
 	if h == nil {
@@ -60,7 +54,10 @@ func StartTLS(t testing.TB, h Handler, cfg *tls.Config) *Responder {
 	if err != nil {
 		t.Fatalf("testkit: listen: %v", err)
 	}
-	return startOn(t, h, tls.NewListener(ln, cfg))
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
+	}
+	return startOn(t, h, ln)
 }
 
 func startOn(t testing.TB, h Handler, ln net.Listener) *Responder {
