@@ -21,21 +21,23 @@ var (
 // ledger. GUIDs made later sort after earlier ones.
 func GUID() string { return fmt.Sprintf("%016x%016x", guidEpoch, guidSeq.Add(1)) }
 
-// TransferTx is the first registered transaction that posts: one whose
-// unknown outcome is settled by a lookup (SPEC 2), as a transfer's is.
-func TransferTx() *generated.Transaction { return firstSettled(generated.SettleByLookup) }
+// TransferTx is the transfer the tests send: their fields are its
+// layout's. It is found in the registry by its generated request type, so
+// that a layout renamed or removed breaks the build rather than quietly
+// giving the tests another transaction (layouts are added, and sort
+// before it, in gen's extension test).
+func TransferTx() *generated.Transaction { return registered(new(generated.BKTR0001Request)) }
 
-// ReadTx is the first registered read: settled as never posted (lookup
-// none), as an inquiry is.
-func ReadTx() *generated.Transaction { return firstSettled(generated.SettleAsNotPosted) }
+// ReadTx is the inquiry the tests send, found as TransferTx is: a read,
+// settled as never posted (lookup none).
+func ReadTx() *generated.Transaction { return registered(new(generated.BKIQ0001Request)) }
 
-func firstSettled(s generated.Settlement) *generated.Transaction {
-	for _, tx := range generated.Transactions() {
-		if tx.Settle == s {
-			return tx
-		}
+func registered(body generated.RequestBody) *generated.Transaction {
+	tx, ok := generated.LookupTransaction(body.TxCode())
+	if !ok {
+		panic(fmt.Sprintf("testkit: %s is not in the registry: regenerate", body.TxCode()))
 	}
-	panic(fmt.Sprintf("testkit: no registered transaction with settlement %d: the layouts changed", s))
+	return tx
 }
 
 // SentAt is the SENT_AT of Frame's frames: fixed, so that a request built

@@ -11,7 +11,7 @@ import (
 )
 
 // TestFramesComeFromTheRegistry: the kit's transactions are the
-// registry's, its frames parse as the relay parses them with the fields
+// registry's (a transfer settled by lookup, a read), its frames parse as the relay parses them with the fields
 // given over the layout's defaults, and RawFrame carries any body under a
 // header the relay reads.
 func TestFramesComeFromTheRegistry(t *testing.T) {
