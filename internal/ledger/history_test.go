@@ -13,7 +13,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 // change is what a history entry says about a row, for comparing.
@@ -191,31 +191,31 @@ func TestHistoryInTheSameTransaction(t *testing.T) {
 // ledger, and the first entry Audit must name.
 type tamper struct {
 	name    string
-	do      func(rw *ledgertest.Raw, chain string, n int64)
+	do      func(rw *testkit.Raw, chain string, n int64)
 	seq     func(n int64) int64
 	because string
 }
 
 var tampers = []tamper{
-	{"reason edited", func(rw *ledgertest.Raw, c string, n int64) {
+	{"reason edited", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`UPDATE history SET reason = 'core answered HTTP 404' WHERE chain = ? AND seq = 3`, c)
 	}, func(int64) int64 { return 3 }, "edited"},
-	{"entry deleted", func(rw *ledgertest.Raw, c string, n int64) {
+	{"entry deleted", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`DELETE FROM history WHERE chain = ? AND seq = 2`, c)
 	}, func(int64) int64 { return 2 }, "missing"},
-	{"entry inserted", func(rw *ledgertest.Raw, c string, n int64) {
+	{"entry inserted", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`INSERT INTO history(`+historyColumns+`) SELECT chain, seq + 1, hash, hash, guid, at, state_before, rsp_before,
 state_after, rsp_after, attempts, command, host, pid, reason, http_status, took_us FROM history WHERE chain = ? AND seq = ?`, c, n)
 	}, func(n int64) int64 { return n + 1 }, "inserted"},
-	{"entries swapped", func(rw *ledgertest.Raw, c string, n int64) {
+	{"entries swapped", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`UPDATE history SET seq = -1 WHERE chain = ? AND seq = 2`, c)
 		rw.Exec(`UPDATE history SET seq = 2 WHERE chain = ? AND seq = 3`, c)
 		rw.Exec(`UPDATE history SET seq = 3 WHERE chain = ? AND seq = -1`, c)
 	}, func(int64) int64 { return 2 }, "does not link"},
-	{"chain's head removed", func(rw *ledgertest.Raw, c string, n int64) {
+	{"chain's head removed", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`DELETE FROM history WHERE chain = ? AND seq = ?`, c, n)
 	}, func(n int64) int64 { return n }, "last entries removed"},
-	{"chain's head record removed", func(rw *ledgertest.Raw, c string, n int64) {
+	{"chain's head record removed", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`DELETE FROM history_chain WHERE chain = ?`, c)
 	}, func(int64) int64 { return 0 }, "no head"},
 }
@@ -304,12 +304,12 @@ func TestPurgeHistory(t *testing.T) {
 // history on Open; its rows keep working and their changes from then on
 // have entries.
 func TestHistoryMigration(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T, db string) {
+	testkit.EachStore(t, func(t *testing.T, db string) {
 		ctx := context.Background()
-		if !ledgertest.IsPostgres(db) {
+		if !IsURL(db) {
 			rawDBMode(t, db, "rwc").Exec(`PRAGMA user_version = 0`) // creates the file
 		}
-		rw := ledgertest.Open(t, db)
+		rw := testkit.OpenRaw(t, db, IsURL(db))
 		v1 := "testdata/schema_v1.sql"
 		if rw.Postgres() {
 			v1 = "testdata/schema_postgres_v1.sql"
@@ -357,7 +357,7 @@ func stripComments(s string) string {
 // and each GUID's entries follow one another (each starts where the one
 // before ended), whoever wrote them.
 func TestAuditOnABusyLedger(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T, db string) {
+	testkit.EachStore(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		var relays []*Ledger
 		for i := range 3 {

@@ -75,6 +75,10 @@ func OpenRaw(t testing.TB, db string, postgres bool) *Raw {
 	return r
 }
 
+// Postgres reports whether the ledger is a PostgreSQL one, for statements
+// each store spells its own way.
+func (r *Raw) Postgres() bool { return r.pg != nil }
+
 // Now is the SQL for the store's current time, as updated_at holds it.
 func (r *Raw) Now() string {
 	if r.pg != nil {
