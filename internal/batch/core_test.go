@@ -33,7 +33,7 @@ func TestCoreFlagsMTLS(t *testing.T) {
 	assert.NilError(t, c.Parse([]string{"--db", "x", "--core", srv.URL, "--core-ca", coreCA.WriteCA(t, dir, "core-ca"), "--core-cert", cert, "--core-key", key}, io.Discard))
 	client, err := cf.Client()
 	assert.NilError(t, err)
-	guid := newGUID()
+	guid := testkit.GUID()
 	h, frame := transferFrame(t, guid, "tls", 1)
 	r, err := wire.ParseRequest(frame)
 	assert.NilError(t, err)

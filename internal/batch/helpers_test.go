@@ -17,8 +17,6 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func newGUID() string { return testkit.GUID() }
-
 // testLedger is a fresh ledger with helpers to put rows into any state and
 // age.
 type testLedger struct {
@@ -56,7 +54,7 @@ func headerOf(t *testing.T, frame []byte) generated.Header {
 
 // seed claims a new transfer and leaves it in state with code, updated age ago.
 func (tl *testLedger) seed(state ledger.State, code generated.RspCode, age time.Duration) string {
-	guid := newGUID()
+	guid := testkit.GUID()
 	h, frame := transferFrame(tl.t, guid, "seed", 1000)
 	tl.seedFrame(h, frame, state, code, age)
 	return guid

@@ -324,11 +324,11 @@ func testResolveByEachTransactionsOwnRule(t *testing.T, tl *testLedger) {
 	client, err := corecall.New(corecall.Config{BaseURL: srv.URL, Timeout: 2 * time.Second})
 	assert.NilError(t, err)
 
-	inquiry := newGUID()
+	inquiry := testkit.GUID()
 	rich := map[string]string{"acct": "11002003004005"}
 	iframe := testkit.Frame(t, testkit.ReadTx(), inquiry, rich)
 	tl.seedFrame(headerOf(t, iframe), iframe, ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
-	staleInquiry := newGUID()
+	staleInquiry := testkit.GUID()
 	iframe = testkit.Frame(t, testkit.ReadTx(), staleInquiry, rich)
 	tl.seedFrame(headerOf(t, iframe), iframe, ledger.StateSent, "", time.Hour)
 
@@ -336,7 +336,7 @@ func testResolveByEachTransactionsOwnRule(t *testing.T, tl *testLedger) {
 
 	// A row written by a newer relay that knows a transaction this binary
 	// does not: its frame is well formed, its TX_CODE unregistered.
-	newer := newGUID()
+	newer := testkit.GUID()
 	nh, nframe := transferFrame(t, newer, "newer", 1000)
 	copy(nframe[4:12], "BKZZ0001")
 	nh.TxCode = "BKZZ0001"

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/testkit"
 )
 
 // TestBackupWhileWriting takes a backup while writers claim and finish
@@ -19,7 +21,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	write := func(n int) []string {
 		var guids []string
 		for range n {
-			g := newGUID()
+			g := testkit.GUID()
 			_, err := l.Claim(ctx, request(txTransfer, g, sentAt1, "body"))
 			assert.NilError(t, err)
 			assert.NilError(t, l.Finish(ctx, g, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: "0000", Response: responseFrame(g, "0000")}))

@@ -40,9 +40,9 @@ func benchClaimFinish(b *testing.B, db string, channels int) {
 	// Frames prepared up front so the loop measures the ledger only.
 	reqs := make([]Request, b.N)
 	for i := range reqs {
-		reqs[i] = request(txTransfer, newGUID(), sentAt1, bodyA)
+		reqs[i] = request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	}
-	resp := responseFrame(newGUID(), codeOK)
+	resp := responseFrame(testkit.GUID(), codeOK)
 
 	var next atomic.Int64
 	var failed atomic.Value

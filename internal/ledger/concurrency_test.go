@@ -18,7 +18,7 @@ func TestConcurrentClaimsOfOneGUID(t *testing.T) {
 }
 
 func testConcurrentClaimsOfOneGUID(t *testing.T, l *Ledger) {
-	guid := newGUID()
+	guid := testkit.GUID()
 	const n = 100
 
 	var wg sync.WaitGroup
@@ -70,7 +70,7 @@ func testManyChannelsAndABatchCommand(t *testing.T, path string) {
 	const unknown = 300
 	unknownGUIDs := make([]string, unknown)
 	for i := range unknownGUIDs {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, relay, r, StateUnknown, codeTimeout)
 		unknownGUIDs[i] = r.GUID
 	}
@@ -88,7 +88,7 @@ func testManyChannelsAndABatchCommand(t *testing.T, path string) {
 			defer wg.Done()
 			<-start
 			for range perChannel {
-				r := request(txTransfer, newGUID(), sentAt1, bodyA)
+				r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 				c, err := relay.Claim(ctx, r)
 				if err != nil {
 					errCh <- err
@@ -152,7 +152,7 @@ func testCloseWhileQueued(t *testing.T, db string) {
 	results := make(chan result, n)
 	for range n {
 		go func() {
-			c, err := l.Claim(context.Background(), request(txTransfer, newGUID(), sentAt1, bodyA))
+			c, err := l.Claim(context.Background(), request(txTransfer, testkit.GUID(), sentAt1, bodyA))
 			results <- result{c, err}
 		}()
 	}

@@ -21,7 +21,7 @@ func TestCopy(t *testing.T) {
 		from := newLedger(t)
 		var guids []string
 		for i := range 450 { // more than two copy pages
-			r := request(txTransfer, newGUID(), sentAt1, bodyA)
+			r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 			state := States[1+i%4] // SENT, DONE, UNKNOWN, FAILED
 			seed(t, from, r, state, map[State]string{StateDone: codeOK, StateUnknown: codeTimeout, StateFailed: codeNoConnect}[state])
 			guids = append(guids, r.GUID)

@@ -24,9 +24,6 @@ const (
 	codeRejected  = "B201"
 )
 
-// newGUID returns a fresh 32-hex GUID; within a test run they increase.
-func newGUID() string { return testkit.GUID() }
-
 // request builds a Request the way the relay cuts it, of any body: the
 // ledger compares bodies without reading them.
 func request(txCode, guid string, sentAt time.Time, body string) Request {

@@ -54,7 +54,7 @@ func TestHistoryOfEveryTransition(t *testing.T) {
 	actor := Actor{Command: "relay", Host: "host-a", PID: 4242, Instance: "relay-test-1"}
 	eachStore(t, func(t *testing.T, l *Ledger) {
 		ctx := context.Background()
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		_, err := l.Claim(ctx, r)
 		assert.NilError(t, err)
 		assert.NilError(t, l.Finish(ctx, r.GUID, 1, Outcome{State: StateFailed, RspCode: codeNoConnect,
@@ -78,7 +78,7 @@ func TestHistoryOfEveryTransition(t *testing.T) {
 		assert.Equal(t, n, int64(1))
 
 		// reprocess's re-claim of another row
-		r2 := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r2 := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r2, StateFailed, codeNoConnect)
 		_, err = l.ReclaimBelow(ctx, r2.GUID, 1) // at the limit: refused, no entry
 		assert.Check(t, errors.Is(err, ErrStateChanged))
@@ -127,7 +127,7 @@ func TestHistoryOfEveryTransition(t *testing.T) {
 func TestHistoryNeedsAReason(t *testing.T) {
 	l := newLedger(t)
 	ctx := context.Background()
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	_, err := l.Claim(ctx, r)
 	assert.NilError(t, err)
 	err = l.Finish(ctx, r.GUID, 1, Outcome{State: StateFailed, RspCode: codeNoConnect})
@@ -146,7 +146,7 @@ func TestHistoryInTheSameTransaction(t *testing.T) {
 	eachStore(t, func(t *testing.T, l *Ledger) {
 		ctx := context.Background()
 		rw := raw(t, l)
-		noEntry, noChange, good := request(txTransfer, newGUID(), sentAt1, bodyA), request(txTransfer, newGUID(), sentAt1, bodyA), request(txTransfer, newGUID(), sentAt1, bodyA)
+		noEntry, noChange, good := request(txTransfer, testkit.GUID(), sentAt1, bodyA), request(txTransfer, testkit.GUID(), sentAt1, bodyA), request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		for _, r := range []Request{noEntry, noChange, good} {
 			_, err := l.Claim(ctx, r)
 			assert.NilError(t, err)
@@ -228,7 +228,7 @@ func TestAuditDetectsTampering(t *testing.T) {
 			eachStore(t, func(t *testing.T, l *Ledger) {
 				ctx := context.Background()
 				for range 3 {
-					seed(t, l, request(txTransfer, newGUID(), sentAt1, bodyA), StateDone, codeOK)
+					seed(t, l, request(txTransfer, testkit.GUID(), sentAt1, bodyA), StateDone, codeOK)
 				}
 				head := l.ChainHead()
 				assert.Equal(t, head.Seq, int64(6))
@@ -261,7 +261,7 @@ func TestAuditDetectsTampering(t *testing.T) {
 func TestPurgeHistory(t *testing.T) {
 	eachStore(t, func(t *testing.T, l *Ledger) {
 		ctx := context.Background()
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r, StateDone, codeOK)
 		assert.Equal(t, len(history(t, l, r.GUID)), 2)
 		// Everything written so far is made 401 days old (ages are the
@@ -291,7 +291,7 @@ func TestPurgeHistory(t *testing.T) {
 		assert.Equal(t, s.Entries, int64(1))
 
 		// New entries go on after the cut and verify.
-		seed(t, l, request(txTransfer, newGUID(), sentAt1, bodyA), StateDone, codeOK)
+		seed(t, l, request(txTransfer, testkit.GUID(), sentAt1, bodyA), StateDone, codeOK)
 		mustAudit(t, l)
 		// Nothing older than a cut in the past: nothing removed.
 		n, err = l.PurgeHistory(ctx, 400*24*time.Hour, "history purged after 400 days")
@@ -325,7 +325,7 @@ func TestHistoryMigration(t *testing.T) {
 		} else {
 			rw.Exec(string(schema))
 		}
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		rw.Exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at) VALUES (?, ?, 'UNKNOWN', ?, ?, NULL, 1, `+rw.Now()+`)`,
 			r.GUID, r.TxCode, codeTimeout, r.Frame)
 
@@ -367,7 +367,7 @@ func TestAuditOnABusyLedger(t *testing.T) {
 		const guids = 60
 		reqs := make([]Request, guids)
 		for i := range reqs {
-			reqs[i] = request(txTransfer, newGUID(), sentAt1, bodyA)
+			reqs[i] = request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		}
 		var wg sync.WaitGroup
 		for i, l := range relays {
@@ -471,7 +471,7 @@ func TestHistoryOfLateAnswersAndAbandonedClaims(t *testing.T) {
 			return Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(g, codeOK), Why: Why{Reason: "core answered HTTP 200", HTTPStatus: 200}}
 		}
 
-		late := request(txTransfer, newGUID(), sentAt1, bodyA)
+		late := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		_, err := l.Claim(ctx, late)
 		assert.NilError(t, err)
 		assert.NilError(t, l.Transition(ctx, late.GUID, StateSent, settled))
@@ -480,7 +480,7 @@ func TestHistoryOfLateAnswersAndAbandonedClaims(t *testing.T) {
 		assert.DeepEqual(t, changesOf(es)[2], change{StateFailed, StateDone, codeNoConnect, codeOK, 1,
 			"late answer, recorded over FAILED (settled while the call was under way): core answered HTTP 200"})
 
-		conflict := request(txTransfer, newGUID(), sentAt1, bodyA)
+		conflict := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		_, err = l.Claim(ctx, conflict)
 		assert.NilError(t, err)
 		assert.NilError(t, l.Transition(ctx, conflict.GUID, StateSent, settled))
@@ -498,7 +498,7 @@ func TestHistoryOfLateAnswersAndAbandonedClaims(t *testing.T) {
 		assert.NilError(t, err)
 		assert.Equal(t, row.State, StateSent, "the conflict changes nothing")
 
-		abandoned := request(txTransfer, newGUID(), sentAt1, bodyA)
+		abandoned := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		_, err = l.Claim(ctx, abandoned)
 		assert.NilError(t, err)
 		assert.NilError(t, l.AbandonClaim(ctx, abandoned.GUID, 1, Outcome{State: StateFailed, RspCode: codeNoConnect,

@@ -20,7 +20,7 @@ func TestSchemaAppliedTwiceIsHarmless(t *testing.T) {
 
 	l, err := Open(path)
 	assert.NilError(t, err)
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	seed(t, l, r, StateDone, codeOK)
 	assert.NilError(t, l.Close())
 
@@ -214,9 +214,9 @@ func testClosedLedger(t *testing.T, db string) {
 	assert.NilError(t, l.Close())
 	assert.NilError(t, l.Close()) // idempotent
 	ctx := context.Background()
-	_, err = l.Claim(ctx, request(txTransfer, newGUID(), sentAt1, bodyA))
+	_, err = l.Claim(ctx, request(txTransfer, testkit.GUID(), sentAt1, bodyA))
 	assert.Check(t, errors.Is(err, ErrClosed))
-	_, err = l.Get(ctx, newGUID())
+	_, err = l.Get(ctx, testkit.GUID())
 	assert.Check(t, errors.Is(err, ErrClosed))
 	assert.Check(t, errors.Is(l.Ping(ctx), ErrClosed))
 }

@@ -138,7 +138,7 @@ func relayWorkers(b *testing.B, addr string, nextGUID func() uint64) func(int) f
 
 // dialWorkers is relayWorkers over connections made by dial.
 func dialWorkers(b *testing.B, dial func() (net.Conn, error), nextGUID func() uint64) func(int) func() error {
-	template, err := generated.AppendFrame(nil, header(newGUID(), testkit.TransferTx().Code), benchBody)
+	template, err := generated.AppendFrame(nil, header(testkit.GUID(), testkit.TransferTx().Code), benchBody)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -31,11 +31,11 @@ func TestClientOrgs(t *testing.T) {
 		return f
 	}
 	atm1 := oe.dialTLS(&tls.Config{RootCAs: serverCA.Pool(), Certificates: []tls.Certificate{channelCA.Client(t, "atm-0001").TLS}})
-	ok := newGUID()
+	ok := testkit.GUID()
 	assert.Equal(t, oe.send(atm1, frameAs(ok, "081")).code(), string(generated.RspHTTP200))
 	assert.Equal(t, oe.row(ok).State, ledger.StateDone)
 
-	other := newGUID()
+	other := testkit.GUID()
 	assert.Equal(t, oe.send(atm1, frameAs(other, "004")).code(), string(generated.RspBadFrame))
 	oe.noRow(other)
 	line := oe.frameLine(other)
@@ -43,7 +43,7 @@ func TestClientOrgs(t *testing.T) {
 	assert.Assert(t, line["why"] != nil, "%v", line)
 
 	atm2 := oe.dialTLS(&tls.Config{RootCAs: serverCA.Pool(), Certificates: []tls.Certificate{channelCA.Client(t, "atm-0002").TLS}})
-	none := newGUID()
+	none := testkit.GUID()
 	assert.Equal(t, oe.send(atm2, frameAs(none, "081")).code(), string(generated.RspBadFrame))
 	oe.noRow(none)
 	assert.Equal(t, core.calls.Load(), int64(1), "only the allowed frame reached the core")

@@ -65,7 +65,7 @@ func TestPerAddrShare(t *testing.T) {
 	assert.Equal(t, e.srv.Rejected(), int64(0))
 
 	other := e.dialFrom("127.0.0.2")
-	assert.Equal(t, e.send(other, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(other, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	assert.NilError(t, e.srv.Ready(context.Background()))
 	assert.Assert(t, strings.Contains(e.log.String(), "holds its share of max-conns"))
 }
@@ -75,8 +75,8 @@ func TestReadyWhileFull(t *testing.T) {
 	gone := make(chan struct{}, 4)
 	e := startEnv(t, envConfig{core: simCore(0), maxConns: 2, maxPerAddr: 2, noRoomFor: time.Nanosecond, connDone: func() { gone <- struct{}{} }})
 	c1, c2 := e.dial(), e.dial()
-	assert.Equal(t, e.send(c1, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
-	assert.Equal(t, e.send(c2, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c1, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c2, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	expectClosed(t, e.dialFrom("127.0.0.2"))
 	assert.ErrorIs(t, e.srv.Ready(context.Background()), ErrNoRoom)
 

@@ -41,9 +41,6 @@ const (
 	acctOther = "22003004005006" // at another bank
 )
 
-// newGUID returns a fresh GUID for a test.
-func newGUID() string { return testkit.GUID() }
-
 // A transferOpt sets a field of transferFrame's request, by JSON key.
 type transferOpt func(fields map[string]string)
 

@@ -72,7 +72,7 @@ func TestE2EOneGUIDHundredFrames(t *testing.T) {
 	sim := gatedSim(core)
 	e := startEnv(t, envConfig{core: sim, ledger: true, timeout: 30 * time.Second})
 
-	guid := newGUID()
+	guid := testkit.GUID()
 	frame := transferFrame(t, guid)
 	start := make(chan struct{})
 	answers := make(chan rawAnswer, n)
@@ -176,7 +176,7 @@ func TestE2EStoredStates(t *testing.T) {
 		sim := simCore(0)
 		core := &counting{h: sim}
 		e := startEnv(t, envConfig{core: core, ledger: true})
-		guid := newGUID()
+		guid := testkit.GUID()
 		frame := transferFrame(t, guid)
 		first := e.roundTrip(frame)
 		assert.Equal(t, first.code(), string(generated.RspHTTP200))
@@ -202,7 +202,7 @@ func TestE2EStoredStates(t *testing.T) {
 		defer held.Open()
 		core := &counting{h: gatedSim(held)}
 		e := startEnv(t, envConfig{core: core, ledger: true, timeout: 100 * time.Millisecond})
-		guid := newGUID()
+		guid := testkit.GUID()
 		frame := transferFrame(t, guid)
 		first := e.roundTrip(frame)
 		assert.Equal(t, first.code(), string(generated.RspReadTimeout))
@@ -230,7 +230,7 @@ func TestE2EStoredStates(t *testing.T) {
 		sim := simCore(0)
 		core := &counting{h: sim}
 		e := startEnv(t, envConfig{core: core, ledger: true, dial: refuseFirstDial()})
-		guid := newGUID()
+		guid := testkit.GUID()
 		frame := transferFrame(t, guid)
 		assert.Equal(t, e.roundTrip(frame).code(), string(generated.RspConnectFail))
 		r := e.row(guid)
@@ -284,7 +284,7 @@ func TestE2EStoredStates(t *testing.T) {
 		sim := simCore(0)
 		core := &counting{h: sim}
 		e := startEnv(t, envConfig{core: core, ledger: true})
-		unknownTx, badBody := newGUID(), newGUID()
+		unknownTx, badBody := testkit.GUID(), testkit.GUID()
 
 		f := transferFrame(t, unknownTx)
 		copy(f[4:12], "BKZZ0001")
@@ -361,7 +361,7 @@ func TestE2EManyChannelsOneLedger(t *testing.T) {
 		guids := make([]string, frames)
 		reqs := make([][]byte, frames)
 		for i := range guids {
-			guids[i] = newGUID()
+			guids[i] = testkit.GUID()
 			reqs[i] = transferFrame(t, guids[i], amount(1))
 		}
 		wg.Go(func() {

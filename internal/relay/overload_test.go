@@ -82,7 +82,7 @@ func TestOverloadShedsInsteadOfUnknowns(t *testing.T) {
 			tick := time.NewTicker(period)
 			defer tick.Stop()
 			for time.Now().Before(stop) {
-				guid := newGUID()
+				guid := testkit.GUID()
 				counts.add(e.send(c, transferFrame(t, guid, amount(1))).code(), guid)
 				<-tick.C
 			}
@@ -135,7 +135,7 @@ func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 
 	// Rows in each state, made before the slot is taken.
 	g.Open()
-	done := newGUID()
+	done := testkit.GUID()
 	doneAnswer := e.roundTrip(transferFrame(t, done))
 	assert.Equal(t, doneAnswer.code(), string(generated.RspHTTP200))
 	claimed := func(guid string) {
@@ -144,7 +144,7 @@ func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 		assert.NilError(t, err)
 		assert.Equal(t, c.Outcome, ledger.Owned)
 	}
-	unknown, failed, sent := newGUID(), newGUID(), newGUID()
+	unknown, failed, sent := testkit.GUID(), testkit.GUID(), testkit.GUID()
 	claimed(unknown)
 	assert.NilError(t, e.led.Finish(ctx, unknown, 1, ledger.Outcome{Why: ledger.Why{Reason: "test"}, State: ledger.StateUnknown, RspCode: string(generated.RspReadTimeout)}))
 	claimed(failed)
@@ -154,7 +154,7 @@ func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 	// Take the only slot with a call the core holds.
 	g2, core2 := heldCore(sim)
 	e.core.Config.Handler = core2
-	holder := newGUID()
+	holder := testkit.GUID()
 	held := make(chan answer, 1)
 	go func() { held <- e.roundTrip(transferFrame(t, holder)) }()
 	g2.WaitArrival(t)
@@ -168,7 +168,7 @@ func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 	assert.Equal(t, e.roundTrip(transferFrame(t, sent)).code(), string(generated.RspInProgress))
 	assert.Equal(t, e.roundTrip(transferFrame(t, done, amount(7))).code(), string(generated.RspGUIDReused))
 	assert.Equal(t, e.roundTrip(transferFrame(t, failed)).code(), string(generated.RspConnectFail))
-	fresh := newGUID()
+	fresh := testkit.GUID()
 	assert.Equal(t, e.roundTrip(transferFrame(t, fresh)).code(), string(generated.RspConnectFail))
 	t.Logf("six shed frames answered in %v", time.Since(start))
 	assert.Equal(t, sim.Stats().Calls, postsBefore, "a shed frame reached the core")
@@ -212,7 +212,7 @@ func TestSlowTransfersAmongFastOnesDoNotOpenTheBreaker(t *testing.T) {
 		slow.Go(func() {
 			c := e.dial()
 			for range 2 {
-				guid := newGUID()
+				guid := testkit.GUID()
 				// E901 once sent; E902 if admission saw the recent
 				// timeouts and kept it back.
 				a := e.send(c, transferFrame(t, guid, amount(1), memo("SLOW")))
@@ -229,7 +229,7 @@ func TestSlowTransfersAmongFastOnesDoNotOpenTheBreaker(t *testing.T) {
 					return
 				default:
 				}
-				guid := newGUID()
+				guid := testkit.GUID()
 				counts.add(e.send(c, transferFrame(t, guid, amount(1))).code(), guid)
 			}
 		})
@@ -259,7 +259,7 @@ func TestBreakerOpensOnRefusedConnectionsWithAdmission(t *testing.T) {
 	lim := newLimiter(t, admit.Settings{Max: 8, Timeout: time.Second})
 	e := startEnv(t, envConfig{coreURL: testkit.ClosedURL(t), ledger: true, breaker: br, limiter: lim})
 	for range 3 {
-		assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspConnectFail))
+		assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspConnectFail))
 	}
 	assert.Equal(t, br.State(), breaker.Open)
 	assert.Equal(t, lim.InFlight(), 0, "every slot given back")
@@ -313,13 +313,13 @@ func TestFullDiskStillReplays(t *testing.T) {
 	e := startEnv(t, envConfig{core: sim, ledgerOverride: led})
 	e.led = led
 
-	done := newGUID()
+	done := testkit.GUID()
 	first := e.roundTrip(transferFrame(t, done))
 	assert.Equal(t, first.code(), string(generated.RspHTTP200))
 	e.srv.WaitRecorded()
 
 	fill(t, dir)
-	fresh := newGUID()
+	fresh := testkit.GUID()
 	assert.Equal(t, e.roundTrip(transferFrame(t, fresh)).code(), string(generated.RspConnectFail))
 	assert.Equal(t, sim.PostCount(fresh), 0)
 	for range 3 {
@@ -343,7 +343,7 @@ func TestReadOnlyDatabaseStillReplays(t *testing.T) {
 	t.Cleanup(func() { led.Close() })
 	sim := simCore(0)
 	e := startEnv(t, envConfig{core: sim, ledgerOverride: led})
-	done := newGUID()
+	done := testkit.GUID()
 	first := e.roundTrip(transferFrame(t, done))
 	assert.Equal(t, first.code(), string(generated.RspHTTP200))
 	e.srv.WaitRecorded()
@@ -364,7 +364,7 @@ func TestReadOnlyDatabaseStillReplays(t *testing.T) {
 	setReadOnly(true)
 	t.Cleanup(func() { setReadOnly(false) })
 
-	fresh := newGUID()
+	fresh := testkit.GUID()
 	assert.Equal(t, e.roundTrip(transferFrame(t, fresh)).code(), string(generated.RspConnectFail))
 	assert.Equal(t, sim.PostCount(fresh), 0)
 	for range 3 {

@@ -65,7 +65,7 @@ func TestTLSChannel(t *testing.T) {
 		c.tls = channelTLS(t, serverCA, channelCA)
 	}})
 
-	guid := newGUID()
+	guid := testkit.GUID()
 	c := oe.dialTLS(&tls.Config{RootCAs: serverCA.Pool(), Certificates: []tls.Certificate{channelCA.Client(t, "atm-0001").TLS}})
 	a := oe.send(c, transferFrame(t, guid))
 	assert.Equal(t, a.code(), string(generated.RspHTTP200))
@@ -82,7 +82,7 @@ func TestTLSChannel(t *testing.T) {
 		{"plain TCP", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			guid := newGUID()
+			guid := testkit.GUID()
 			oe.expectRefused(tc.cfg, transferFrame(t, guid))
 			oe.noRow(guid)
 		})
@@ -113,8 +113,8 @@ func TestTLSChannelReload(t *testing.T) {
 	assert.NilError(t, srvTLS.Reload())
 	next := e.dialTLS(clientCfg)
 	assert.Equal(t, serverName(next), "relay-v2")
-	assert.Equal(t, e.send(next, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
-	assert.Equal(t, e.send(old, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200), "an open connection is not dropped")
+	assert.Equal(t, e.send(next, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(old, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200), "an open connection is not dropped")
 
 	testkit.WriteFile(t, files.Cert, []byte("not a certificate"))
 	assert.ErrorContains(t, srvTLS.Reload(), "--tls-cert")
@@ -150,7 +150,7 @@ func TestTLSBothSides(t *testing.T) {
 	})
 	c := e.dialTLS(&tls.Config{RootCAs: relayCA.Pool(), Certificates: []tls.Certificate{channelCA.Client(t, "branch-7").TLS}})
 	for range 5 {
-		guid := newGUID()
+		guid := testkit.GUID()
 		assert.Equal(t, e.send(c, transferFrame(t, guid)).code(), string(generated.RspHTTP200))
 		assert.Equal(t, e.row(guid).RspCode, string(generated.RspHTTP200))
 	}
@@ -164,7 +164,7 @@ func TestTLSCoreNotTrusted(t *testing.T) {
 	oe := startObserved(t, observed{coreURL: core.URL, more: func(c *envConfig) {
 		c.coreTLS = &tls.Config{RootCAs: otherCA.Pool(), Certificates: []tls.Certificate{relayCA.Client(t, "relay").TLS}}
 	}})
-	guid := newGUID()
+	guid := testkit.GUID()
 	assert.Equal(t, oe.roundTrip(transferFrame(t, guid)).code(), string(generated.RspConnectFail))
 	row := oe.row(guid)
 	assert.Equal(t, row.State, ledger.StateFailed)

@@ -67,7 +67,7 @@ func TestPost200AboutAnotherTransferIsUnknownThenSettledByLookup(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			sim := simCore(0)
 			e := startEnv(t, envConfig{core: aboutGUID(sim, about), ledger: true})
-			guid := newGUID()
+			guid := testkit.GUID()
 			frame := transferFrame(t, guid)
 
 			assert.Equal(t, e.roundTrip(frame).code(), string(generated.RspReadTimeout))
@@ -101,7 +101,7 @@ func holdFirst(guid string) (*testkit.Gate, *coresim.Server) {
 }
 
 func TestLateAnswerAfterAnEarlySettleIsRecorded(t *testing.T) {
-	guid := newGUID()
+	guid := testkit.GUID()
 	g, sim := holdFirst(guid)
 	e := startEnv(t, envConfig{core: sim, ledger: true})
 	frame := transferFrame(t, guid)
@@ -132,7 +132,7 @@ func TestLateAnswerAfterAnEarlySettleIsRecorded(t *testing.T) {
 }
 
 func TestLateAnswerAfterAReclaimIsReportedAndLeftAlone(t *testing.T) {
-	guid := newGUID()
+	guid := testkit.GUID()
 	g, sim := holdFirst(guid)
 	m := metrics.New()
 	e := startEnv(t, envConfig{core: sim, ledger: true, metrics: m})
