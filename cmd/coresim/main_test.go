@@ -176,7 +176,7 @@ func TestControlRefuses(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stdoutR, stdoutW := io.Pipe()
-	var stderr testutil.SyncBuffer
+	var stderr testkit.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--port", "0", "--control", "127.0.0.1:0", "--truth", truth}, stdoutW, &stderr)
