@@ -97,11 +97,9 @@ func TestSIGHUPReloadsTLSFiles(t *testing.T) {
 	hup("TLS files reloaded")
 	assert.Equal(t, subject(dial()), "relay-v2")
 	// The connection opened before the reload is still served.
-	h := generated.Header{TxCode: "BKTR0001", GUID: "5160ab0000000000000000000000000a", Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-	frame, err := generated.AppendFrame(nil, &h, &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1000, Memo: "after SIGHUP"})
-	assert.NilError(t, err)
+	frame := testkit.Transfer(t, "5160ab0000000000000000000000000a", map[string]string{"wdAcct": "11002003004005", "dpBank": "004", "dpAcct": "22003004005006", "memo": "after SIGHUP"})
 	old.SetDeadline(time.Now().Add(10 * time.Second))
-	_, err = old.Write(frame)
+	_, err := old.Write(frame)
 	assert.NilError(t, err)
 	answer, err := wire.ReadFrame(old, nil)
 	assert.NilError(t, err)
