@@ -15,7 +15,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 func TestBadArguments(t *testing.T) {
@@ -78,7 +78,7 @@ func TestServeAndStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stdoutR, stdoutW := io.Pipe()
-	var stderr testutil.SyncBuffer
+	var stderr testkit.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--port", "0", "--delay", "0.2", "--accounts", accounts, "--log", logPath}, stdoutW, &stderr)
@@ -177,7 +177,7 @@ func TestControlRefuses(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stdoutR, stdoutW := io.Pipe()
-	var stderr testutil.SyncBuffer
+	var stderr testkit.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--port", "0", "--control", "127.0.0.1:0", "--truth", truth}, stdoutW, &stderr)

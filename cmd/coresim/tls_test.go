@@ -14,7 +14,7 @@ import (
 
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestServeTLS: with --tls-cert, --tls-key and --tls-client-ca the
@@ -23,14 +23,14 @@ import (
 // without one gets E902.
 func TestServeTLS(t *testing.T) {
 	dir := t.TempDir()
-	serverCA, relayCA := testutil.NewCA(t, "core CA"), testutil.NewCA(t, "relay CA")
+	serverCA, relayCA := testkit.NewCA(t, "core CA"), testkit.NewCA(t, "relay CA")
 	cert, key := serverCA.Server(t, "core").WriteFiles(t, dir, "core")
 	clientCA := relayCA.WriteCA(t, dir, "relay-ca")
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stdoutR, stdoutW := io.Pipe()
-	var stderr testutil.SyncBuffer
+	var stderr testkit.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--port", "0", "--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA}, stdoutW, &stderr)

@@ -136,7 +136,7 @@ func (w *world) report(ctx context.Context) (*report, error) {
 		r.OK = r.OK && c.OK
 	}
 
-	r.Metrics, err = w.metricLines("lhrelay_frames_total", "lhrelay_batch_rows_total", "lhrelay_ledger_rows")
+	r.Metrics, err = w.metricLines("lhrelay_frames_total", "lhrelay_ledger_rows")
 	return r, err
 }
 

@@ -357,12 +357,10 @@ func (w *world) replay(ctx context.Context, name, guid string, t transfer, first
 	return nil
 }
 
-// batchStep records a batch run's effect on one row, and counts the run's
-// outcomes in the relay's metrics (lhrelay_batch_rows_total).
+// batchStep records a batch run's effect on one row.
 func (w *world) batchStep(name, sent, guid string, sum *batch.Summary, want expect) {
 	var counts []string
 	sum.Each(func(outcome string, n int) {
-		w.m.AddBatchRows(sum.Command, outcome, n)
 		if n > 0 {
 			counts = append(counts, fmt.Sprintf("%s=%d", outcome, n))
 		}

@@ -10,7 +10,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/cliflag"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestConfigSources: each subcommand's --db from the command line,
@@ -19,7 +19,7 @@ import (
 func TestConfigSources(t *testing.T) {
 	dir := t.TempDir()
 	path := func(name string) string { return filepath.Join(dir, name, "relay.db") }
-	for _, tc := range testutil.PrecedenceCases("db", "", path("file"), path("env"), path("arg")) {
+	for _, tc := range testkit.PrecedenceCases("db", "", path("file"), path("env"), path("arg")) {
 		if tc.Want == "" {
 			continue // --db has no default
 		}
@@ -29,7 +29,7 @@ func TestConfigSources(t *testing.T) {
 			assert.ErrorContains(t, err, tc.Want)
 		})
 	}
-	for _, tc := range testutil.BadSourceCases("older-than", "soon") {
+	for _, tc := range testkit.BadSourceCases("older-than", "soon") {
 		t.Run(tc.Name, func(t *testing.T) {
 			args, file := tc.Apply(t, "list", "--db", prepare(t))
 			_, err := runOut(t, args...)

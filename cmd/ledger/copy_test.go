@@ -9,8 +9,9 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"lhrelay/internal/app"
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/ledger"
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -19,7 +20,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // are printed, show, list and stats read the same from the copy, a second
 // run copies nothing, and a conflicting row is reported with exit status 1.
 func TestCopyCommand(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T, target string) {
+	testkit.EachStore(t, func(t *testing.T, target string) {
 		src := prepare(t)
 		out, err := runOut(t, "copy", "--from", src, "--to", target)
 		assert.NilError(t, err)
@@ -44,7 +45,7 @@ func TestCopyCommand(t *testing.T) {
 		assert.NilError(t, err)
 		assert.Equal(t, out, "copy: read=3 copied=0 present=3 conflicts=0 history=0\n")
 
-		ledgertest.Open(t, target).Exec(`UPDATE tx SET attempts = 7 WHERE guid = ?`, guidSent)
+		testkit.OpenRaw(t, target, ledger.IsURL(target)).Exec(`UPDATE tx SET attempts = 7 WHERE guid = ?`, guidSent)
 		out, err = runOut(t, "copy", "--from", src, "--to", target)
 		assert.Check(t, is.Contains(out, "copy: read=3 copied=0 present=2 conflicts=1 history=0\nconflict "+guidSent))
 		assert.Equal(t, exitCode(err), 1)

@@ -7,7 +7,8 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 )
 
 // TestHistoryCommand prints a GUID's entries oldest first, as a table and
@@ -42,7 +43,7 @@ func TestAuditCommand(t *testing.T) {
 	assert.Check(t, is.Regexp(`^audit: ok: 1 chains, 5 entries, first \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, last \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\n$`, out))
 
 	var chain string
-	raw := ledgertest.Open(t, db)
+	raw := testkit.OpenRaw(t, db, ledger.IsURL(db))
 	assert.NilError(t, raw.QueryRow(`SELECT chain FROM history WHERE seq = 4`, nil, &chain))
 	raw.Exec(`UPDATE history SET reason = 'core answered HTTP 404' WHERE seq = 4`)
 	_, err = runOut(t, "audit", "--db", db)

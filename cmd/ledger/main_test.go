@@ -17,6 +17,7 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -37,11 +38,9 @@ func prepare(t *testing.T) string {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 29, 10, 30, 0, 0, time.Local)
 	for _, guid := range []string{guidDone, guidUnknown, guidSent} {
-		req := &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "12345", Amount: 50000, Memo: "rent"}
-		h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-		frame, err := generated.AppendFrame(nil, &h, req)
-		assert.NilError(t, err)
-		c, err := l.Claim(ctx, ledger.Request{GUID: guid, TxCode: "BKTR0001", Frame: frame, Body: frame[generated.HeaderLen:]})
+		frame := testkit.Transfer(t, guid, map[string]string{"wdAcct": "11002003004005", "dpBank": "004", "dpAcct": "12345", "amount": "50000", "memo": "rent"})
+		h := generated.RawHeader(frame)
+		c, err := l.Claim(ctx, ledger.Request{GUID: guid, TxCode: h.TxCode, Frame: frame, Body: frame[generated.HeaderLen:]})
 		assert.NilError(t, err)
 		assert.Equal(t, c.Outcome, ledger.Owned)
 		switch guid {
@@ -152,12 +151,9 @@ func TestListManyPages(t *testing.T) {
 		want[i] = fmt.Sprintf("%032x", i+1)
 	}
 	for _, guid := range want { // concurrent claims share commits
+		frame := testkit.Transfer(t, guid, nil) // here: a failing build must not fail on another goroutine
 		go func() {
-			h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-			frame, err := generated.AppendFrame(nil, &h, &generated.BKTR0001Request{WdBank: "081", WdAcct: "1", DpBank: "004", DpAcct: "2", Amount: 1})
-			if err == nil {
-				_, err = l.Claim(context.Background(), ledger.Request{GUID: guid, TxCode: "BKTR0001", Frame: frame, Body: frame[generated.HeaderLen:]})
-			}
+			_, err := l.Claim(context.Background(), ledger.Request{GUID: guid, TxCode: testkit.TransferTx().Code, Frame: frame, Body: frame[generated.HeaderLen:]})
 			errs <- err
 		}()
 	}

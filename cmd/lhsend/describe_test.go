@@ -18,6 +18,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/relay"
+	"lhrelay/internal/testkit"
 )
 
 // startRelay serves a relay in-process in front of a simulated core.
@@ -61,7 +62,7 @@ func TestDescribe(t *testing.T) {
 
 // --print prints the frame that would be sent, and sends nothing.
 func TestPrint(t *testing.T) {
-	r := runCmd(t, "", "--addr", refusedAddr(t), "--print", "--guid", guid)
+	r := runCmd(t, "", "--addr", testkit.ClosedAddr(t), "--print", "--guid", guid)
 	assert.Equal(t, r.code, 0, r.stderr)
 	h, _, err := channel.DecodeRequest([]byte(strings.TrimSuffix(r.stdout, "\n")))
 	assert.NilError(t, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,8 +15,8 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"lhrelay/internal/channel"
-	"lhrelay/internal/channel/channeltest"
 	"lhrelay/internal/generated"
+	"lhrelay/internal/testkit"
 )
 
 const guid = "0123456789abcdef0123456789abcdef"
@@ -46,14 +45,6 @@ func oneLineError(t *testing.T, r result, code int, want ...string) {
 	}
 }
 
-func refusedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	assert.NilError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func squeeze(s string) string {
 	var lines []string
 	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
@@ -63,7 +54,7 @@ func squeeze(s string) string {
 }
 
 func TestSingleRequestFromFlags(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	res := runCmd(t, "", "--addr", r.Addr, "--guid", guid, "--wd-bank", "081", "--wd-acct", "11002003004005",
 		"--dp-bank", "KBK", "--dp-acct", "12345678901", "--amount", "50000", "--memo", "rent")
 	assert.Equal(t, res.code, 0, res.stderr)
@@ -94,7 +85,7 @@ func TestSingleRequestFromFlags(t *testing.T) {
 }
 
 func TestSingleRequestDefaultsAndJSON(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	res := runCmd(t, "", "--addr", r.Addr, "--json", "--tx", "BKIQ0001")
 	assert.Equal(t, res.code, 0, res.stderr)
 	var j struct {
@@ -118,7 +109,7 @@ func TestSingleRequestDefaultsAndJSON(t *testing.T) {
 }
 
 func TestRequestsFromStdin(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	in := `{"guid":"` + guid + `","amount":7,"memo":"from json"}
 	       {"tx":"BKIQ0001","acct":"12345"}`
 	// "-" reads stdin; flags after it still count and override the JSON.
@@ -144,14 +135,14 @@ func TestRequestsFromStdin(t *testing.T) {
 }
 
 func TestStdinMemoFlagNotForInquiry(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	res := runCmd(t, `{"tx":"BKIQ0001"}`, "--addr", r.Addr, "--stdin", "--memo", "x")
 	oneLineError(t, res, exitUsage, "--memo is not a field of BKIQ0001 (its fields: --bank, --acct)")
 	assert.Equal(t, len(r.Frames()), 0)
 }
 
 func TestInputValidation(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	cases := []struct {
 		name  string
 		stdin string
@@ -191,7 +182,7 @@ func TestInputValidation(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
-	addr := refusedAddr(t)
+	addr := testkit.ClosedAddr(t)
 	for _, args := range [][]string{
 		{"--addr", addr},
 		{"--addr", addr, "--count", "3", "--concurrency", "2"},
@@ -204,26 +195,26 @@ func TestUnreachable(t *testing.T) {
 }
 
 func TestNoAnswerAndMalformedAnswer(t *testing.T) {
-	r := channeltest.Start(t, func([]byte) []byte { return nil })
+	r := testkit.Start(t, func([]byte) []byte { return nil })
 	oneLineError(t, runCmd(t, "", "--addr", r.Addr), exitFailed, "no answer", "connection closed before an answer")
 
-	r = channeltest.Start(t, func(f []byte) []byte {
+	r = testkit.Start(t, func(f []byte) []byte {
 		time.Sleep(100 * time.Millisecond)
-		return channeltest.Answer0000(f)
+		return testkit.Answer0000(f)
 	})
 	oneLineError(t, runCmd(t, "", "--addr", r.Addr, "--timeout", "0.02"), exitFailed, "no answer", "within 20ms")
 
-	r = channeltest.Start(t, func(f []byte) []byte {
-		a := channeltest.Answer0000(f)
+	r = testkit.Start(t, func(f []byte) []byte {
+		a := testkit.Answer0000(f)
 		a[51] = 'Z' // RSP_CODE not in the table
 		return a
 	})
 	oneLineError(t, runCmd(t, "", "--addr", r.Addr), exitFailed, "malformed answer", `RSP_CODE "Z000"`)
 
-	r = channeltest.Start(t, func(f []byte) []byte {
+	r = testkit.Start(t, func(f []byte) []byte {
 		other := append([]byte{}, f...)
 		copy(other[12:44], channel.NewGUID())
-		return channeltest.Answer0000(other)
+		return testkit.Answer0000(other)
 	})
 	res := runCmd(t, "", "--addr", r.Addr)
 	oneLineError(t, res, exitFailed, "mismatch: answer to BKTR0001")
@@ -231,7 +222,7 @@ func TestNoAnswerAndMalformedAnswer(t *testing.T) {
 }
 
 func TestNon0000AnswerExitsZero(t *testing.T) {
-	r := channeltest.Start(t, channeltest.AnswerCode(generated.RspReadTimeout))
+	r := testkit.Start(t, testkit.AnswerCode(generated.RspReadTimeout))
 	res := runCmd(t, "", "--addr", r.Addr)
 	assert.Equal(t, res.code, 0, res.stderr)
 	assert.Assert(t, is.Contains(squeeze(res.stdout), "RSP_CODE E901 sent, result unknown: never resend, inquire"))
@@ -239,7 +230,7 @@ func TestNon0000AnswerExitsZero(t *testing.T) {
 }
 
 func TestRaw(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	garbage := hex.EncodeToString([]byte("0010BKTR0001zz"))
 	res := runCmd(t, "", "--addr", r.Addr, "--raw", garbage)
 	assert.Equal(t, res.code, 0, res.stderr)
@@ -276,7 +267,7 @@ func TestRaw(t *testing.T) {
 }
 
 func TestRawMalformedAnswer(t *testing.T) {
-	r := channeltest.Start(t, func([]byte) []byte { return []byte("0004junk") })
+	r := testkit.Start(t, func([]byte) []byte { return []byte("0004junk") })
 	res := runCmd(t, "", "--addr", r.Addr, "--raw", "30303030", "--timeout", "0.2")
 	oneLineError(t, res, exitFailed, "malformed answer")
 	assert.Assert(t, is.Contains(res.stdout, `"0004junk"`))
@@ -284,9 +275,9 @@ func TestRawMalformedAnswer(t *testing.T) {
 
 func TestLoad(t *testing.T) {
 	var seen atomic.Int64
-	r := channeltest.Start(t, func(f []byte) []byte {
+	r := testkit.Start(t, func(f []byte) []byte {
 		seen.Add(1)
-		return channeltest.Answer0000(f)
+		return testkit.Answer0000(f)
 	})
 	res := runCmd(t, "", "--addr", r.Addr, "--count", "40", "--concurrency", "3", "--duplicates", "10", "--rate", "2000")
 	assert.Equal(t, res.code, 0, res.stderr)
@@ -319,7 +310,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestLoadFixedAmountFromJSONTemplate(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	res := runCmd(t, `{"amount": 77, "memo": "bench"}`, "--addr", r.Addr, "--count", "4", "-")
 	assert.Equal(t, res.code, 0, res.stderr)
 	for _, f := range r.Frames() {
@@ -332,20 +323,20 @@ func TestLoadFixedAmountFromJSONTemplate(t *testing.T) {
 
 func TestLoadFailuresExitNonZero(t *testing.T) {
 	var n atomic.Int64
-	r := channeltest.Start(t, func(f []byte) []byte {
+	r := testkit.Start(t, func(f []byte) []byte {
 		if n.Add(1) == 2 {
 			return nil
 		}
-		return channeltest.Answer0000(f)
+		return testkit.Answer0000(f)
 	})
 	res := runCmd(t, "", "--addr", r.Addr, "--count", "5")
 	oneLineError(t, res, exitFailed, "1 of 5 frames without a valid answer", "errors 1")
 	assert.Assert(t, is.Contains(squeeze(res.stdout), "answered 4 of 5"))
 
-	r = channeltest.Start(t, func(f []byte) []byte {
+	r = testkit.Start(t, func(f []byte) []byte {
 		other := append([]byte{}, f...)
 		copy(other[4:12], "BKIQ0001")
-		return channeltest.AnswerCode(generated.RspBadFrame)(other)
+		return testkit.AnswerCode(generated.RspBadFrame)(other)
 	})
 	res = runCmd(t, "", "--addr", r.Addr, "--count", "3")
 	oneLineError(t, res, exitFailed, "3 of 3 frames", "mismatches 3")

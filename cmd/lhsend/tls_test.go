@@ -7,8 +7,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"lhrelay/internal/channel/channeltest"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestTLS: --tls-ca, --tls-cert and --tls-key speak TLS to a relay that
@@ -16,8 +15,8 @@ import (
 // load run; a relay that refuses the certificate is a one-line error.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
-	relayCA, channelCA := testutil.NewCA(t, "relay CA"), testutil.NewCA(t, "channel CA")
-	r := channeltest.StartTLS(t, nil, &tls.Config{
+	relayCA, channelCA := testkit.NewCA(t, "relay CA"), testkit.NewCA(t, "channel CA")
+	r := testkit.StartTLS(t, nil, &tls.Config{
 		Certificates: []tls.Certificate{relayCA.Server(t, "relay").TLS},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    channelCA.Pool(),
@@ -34,7 +33,7 @@ func TestTLS(t *testing.T) {
 	assert.Equal(t, res.code, 0, res.stderr)
 	assert.Equal(t, len(r.Frames()), 7)
 
-	other := testutil.NewCA(t, "other CA")
+	other := testkit.NewCA(t, "other CA")
 	wrongCert, wrongKey := other.Client(t, "intruder").WriteFiles(t, dir, "intruder")
 	res = runCmd(t, "", "--addr", r.Addr, "--tls-ca", ca, "--tls-cert", wrongCert, "--tls-key", wrongKey, "--guid", guid, "--timeout", "5")
 	assert.Equal(t, res.code, exitFailed, res.stdout)

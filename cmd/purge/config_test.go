@@ -9,14 +9,13 @@ import (
 
 	"lhrelay/internal/app"
 	"lhrelay/internal/app/batchcmd"
-	"lhrelay/internal/batch/batchtest"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestConfigSources: --db from the command line, LHRELAY_DB or a --config
 // file, in that order of precedence; a bad value names its source.
 func TestConfigSources(t *testing.T) {
-	testutil.CheckSources(t, batchtest.Sources(t, "purge", run, []string{"--days", "30"}, "dry-run", "maybe"))
+	testkit.CheckSources(t, testkit.LedgerSources(t, runArgs, app.ExitBadSettings, []string{"--days", "30"}, "dry-run", "maybe"))
 }
 
 func TestVersionAndHelpExitZero(t *testing.T) {
@@ -26,4 +25,12 @@ func TestVersionAndHelpExitZero(t *testing.T) {
 		assert.Equal(t, batchcmd.Code(err), app.ExitOK, "%s: %v", arg, err)
 		assert.Assert(t, out.Len() > 0)
 	}
+}
+
+// runArgs runs the command on args: the --db it read, its exit status and
+// error.
+func runArgs(args []string) (string, int, error) {
+	c := batchcmd.New("purge")
+	_, err := run(context.Background(), c, args, &bytes.Buffer{})
+	return c.DB, batchcmd.Code(err), err
 }

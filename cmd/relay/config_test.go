@@ -11,20 +11,20 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/cliflag"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestConfigSources: a setting from the command line, its LHRELAY_
 // variable or a --config file, in that order of precedence; a bad value
 // names its source in a one-line error.
 func TestConfigSources(t *testing.T) {
-	testutil.CheckSources(t, testutil.ParsedBy(testutil.Sources{
+	testkit.CheckSources(t, testkit.ParsedBy(testkit.Sources{
 		Flag: "timeout", Default: "5", FromFile: "2", FromEnv: "3", FromArgs: "4",
 		BadFlag: "connect-timeout", BadValue: "soon",
 	}, parseArgs, func(o options) string { return cliflag.FormatSeconds(o.timeout) }))
 }
 
-func TestVersion(t *testing.T) { testutil.CheckVersion(t, cliflag.Version("relay"), parseArgs) }
+func TestVersion(t *testing.T) { testkit.CheckVersion(t, cliflag.Version("relay"), parseArgs) }
 
 // TestZeroTimeoutNamesItsSource: a value that parses but is out of range
 // is refused where it is set, so the error names the variable or file it

@@ -17,7 +17,7 @@ import (
 
 	"lhrelay/internal/app/batchcmd"
 	"lhrelay/internal/batch"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // deployDir holds what an operations team installs (README, deploy/).
@@ -40,7 +40,7 @@ func TestDeployNamesExportedMetrics(t *testing.T) {
 
 	// A relay serving TLS exports its certificates' expiry too.
 	dir := t.TempDir()
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	cert, key := ca.Server(t, "relay").WriteFiles(t, dir, "relay")
 	rt := startRun(t, "--timeout", "1", "--metrics-addr", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key)
 	assert.Assert(t, rt.lines.Scan(), "no metrics line; stderr:\n%s", rt.stderr.String())

@@ -14,16 +14,16 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/generated"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
 func TestLinkArgsErrors(t *testing.T) {
 	dir := t.TempDir()
-	ca := testutil.NewCA(t, "CA")
+	ca := testkit.NewCA(t, "CA")
 	cert, key := ca.Server(t, "relay").WriteFiles(t, dir, "relay")
 	junk := filepath.Join(dir, "junk")
-	testutil.WriteFile(t, junk, []byte("junk"))
+	testkit.WriteFile(t, junk, []byte("junk"))
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -66,7 +66,7 @@ func TestLinkArgsErrors(t *testing.T) {
 // keeps the certificate in force.
 func TestSIGHUPReloadsTLSFiles(t *testing.T) {
 	dir := t.TempDir()
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	cert, key := ca.Server(t, "relay-v1").WriteFiles(t, dir, "relay")
 	r := startRun(t, "--tls-cert", cert, "--tls-key", key)
 	r.drain()
@@ -97,17 +97,15 @@ func TestSIGHUPReloadsTLSFiles(t *testing.T) {
 	hup("TLS files reloaded")
 	assert.Equal(t, subject(dial()), "relay-v2")
 	// The connection opened before the reload is still served.
-	h := generated.Header{TxCode: "BKTR0001", GUID: "5160ab0000000000000000000000000a", Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-	frame, err := generated.AppendFrame(nil, &h, &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1000, Memo: "after SIGHUP"})
-	assert.NilError(t, err)
+	frame := testkit.Transfer(t, "5160ab0000000000000000000000000a", map[string]string{"wdAcct": "11002003004005", "dpBank": "004", "dpAcct": "22003004005006", "memo": "after SIGHUP"})
 	old.SetDeadline(time.Now().Add(10 * time.Second))
-	_, err = old.Write(frame)
+	_, err := old.Write(frame)
 	assert.NilError(t, err)
 	answer, err := wire.ReadFrame(old, nil)
 	assert.NilError(t, err)
 	assert.Equal(t, generated.RawHeader(answer).RspCode, string(generated.RspHTTP200))
 
-	testutil.WriteFile(t, cert, []byte("not a certificate"))
+	testkit.WriteFile(t, cert, []byte("not a certificate"))
 	hup("TLS files not reloaded")
 	assert.Equal(t, subject(dial()), "relay-v2")
 }

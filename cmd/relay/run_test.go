@@ -15,8 +15,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/coresim"
-	"lhrelay/internal/generated"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -25,7 +24,7 @@ type runningRelay struct {
 	coreURL, db, addr string
 	lines             *bufio.Scanner // standard output after the listening line
 	out               *io.PipeReader
-	stderr            *testutil.SyncBuffer
+	stderr            *testkit.SyncBuffer
 	stop              context.CancelFunc
 	exit              chan int
 }
@@ -43,7 +42,7 @@ func startRunCore(t *testing.T, coreAPI http.Handler, args ...string) *runningRe
 	t.Helper()
 	core := httptest.NewServer(coreAPI)
 	t.Cleanup(core.Close)
-	r := &runningRelay{coreURL: core.URL, db: filepath.Join(t.TempDir(), "relay.db"), stderr: &testutil.SyncBuffer{}, exit: make(chan int, 1)}
+	r := &runningRelay{coreURL: core.URL, db: filepath.Join(t.TempDir(), "relay.db"), stderr: &testkit.SyncBuffer{}, exit: make(chan int, 1)}
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
 	t.Cleanup(stop)
@@ -78,12 +77,11 @@ func (r *runningRelay) stopAndWait(t *testing.T) {
 	}
 }
 
-// sendTransfer sends one BKTR0001 transfer with guid and returns the answer.
+// sendTransfer sends one transfer (testkit.TransferTx) with guid, to
+// another bank, and returns the answer.
 func sendTransfer(t *testing.T, addr, guid string) []byte {
 	t.Helper()
-	h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-	frame, err := generated.AppendFrame(nil, &h, &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1000, Memo: "cmd test"})
-	assert.NilError(t, err)
+	frame := testkit.Transfer(t, guid, map[string]string{"wdAcct": "11002003004005", "dpBank": "004", "dpAcct": "22003004005006", "memo": "cmd test"})
 	c, err := net.Dial("tcp", addr)
 	assert.NilError(t, err)
 	defer c.Close()

@@ -14,7 +14,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestSIGHUPDuringStartup: a SIGHUP while the relay is still starting (its
@@ -60,7 +60,7 @@ func TestSIGHUPDuringStartup(t *testing.T) {
 // when SIGHUP loads it, and each certificate's expiry time is a metric.
 func TestCertificateExpiry(t *testing.T) {
 	dir := t.TempDir()
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	soon := time.Now().Add(3 * 24 * time.Hour).Truncate(time.Second)
 	cert, key := ca.ServerWith(t, "relay-soon", func(c *x509.Certificate) { c.NotAfter = soon }).WriteFiles(t, dir, "relay")
 	r := startRun(t, "--tls-cert", cert, "--tls-key", key, "--metrics-addr", "127.0.0.1:0")

@@ -16,6 +16,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 )
 
 // TestStopDropsAHalfArrivedFrame is SPEC 5.8 under a dripping channel: at
@@ -46,9 +47,7 @@ func TestStopDropsAHalfArrivedFrame(t *testing.T) {
 	<-atCore
 
 	const halfGUID = "000000000000000000000000000d0002"
-	h := generated.Header{TxCode: "BKTR0001", GUID: halfGUID, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-	frame, err := generated.AppendFrame(nil, &h, &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1000, Memo: "half"})
-	assert.NilError(t, err)
+	frame := testkit.Transfer(t, halfGUID, map[string]string{"memo": "half"})
 	half, err := net.Dial("tcp", r.addr)
 	assert.NilError(t, err)
 	defer half.Close()

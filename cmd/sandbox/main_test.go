@@ -14,7 +14,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/generated"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -39,7 +39,7 @@ func TestSandbox(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	outR, outW := io.Pipe()
-	var stderr testutil.SyncBuffer
+	var stderr testkit.SyncBuffer
 	exit := make(chan int, 1)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the default ledger's directory goes here

@@ -11,20 +11,20 @@ import (
 
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/plant"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestConfigSources: a setting from the command line, its LHRELAY_
 // variable or a --config file, in that order of precedence; a bad value
 // names its source in a one-line error.
 func TestConfigSources(t *testing.T) {
-	testutil.CheckSources(t, testutil.ParsedBy(testutil.Sources{
+	testkit.CheckSources(t, testkit.ParsedBy(testkit.Sources{
 		Flag: "schedules", Default: "20", FromFile: "5", FromEnv: "6", FromArgs: "7",
 		BadFlag: "duration", BadValue: "long",
 	}, parseArgs, func(o options) string { return strconv.Itoa(o.schedules) }))
 }
 
-func TestVersion(t *testing.T) { testutil.CheckVersion(t, cliflag.Version("verify"), parseArgs) }
+func TestVersion(t *testing.T) { testkit.CheckVersion(t, cliflag.Version("verify"), parseArgs) }
 
 // TestBadArguments: each is one line on stderr and exit 2, before anything
 // is built or started.

@@ -10,6 +10,7 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 )
 
 // Batch commands run from several hosts at once on one ledger (SPEC 6a):
@@ -118,7 +119,7 @@ func TestTwoPurgeRunsDeleteEachRowOnce(t *testing.T) {
 					q += ", "
 				}
 				q += "(?, 'BKTR0001', 'DONE', '0000', ?, ?, 1, ?)"
-				args = append(args, newGUID(), []byte{0}, []byte{0}, old)
+				args = append(args, testkit.GUID(), []byte{0}, []byte{0}, old)
 			}
 			tl.raw.Exec(q, args...)
 		}

@@ -2,8 +2,7 @@ package batch
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,16 +10,12 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
-	"lhrelay/internal/ledger/ledgertest"
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-var guidSeq atomic.Uint64
-
-func newGUID() string { return fmt.Sprintf("%016x%016x", uint64(0xba7c4), guidSeq.Add(1)) }
 
 // testLedger is a fresh ledger with helpers to put rows into any state and
 // age.
@@ -28,33 +23,38 @@ type testLedger struct {
 	t    *testing.T
 	path string
 	l    *ledger.Ledger
-	raw  *ledgertest.Raw
+	raw  *testkit.Raw
 }
 
 // eachStore runs fn as a subtest on a fresh ledger of each store.
 func eachStore(t *testing.T, fn func(t *testing.T, tl *testLedger)) {
-	ledgertest.Run(t, func(t *testing.T, db string) { fn(t, newTestLedger(t, db)) })
+	testkit.EachStore(t, func(t *testing.T, db string) { fn(t, newTestLedger(t, db)) })
 }
 
 func newTestLedger(t *testing.T, db string) *testLedger {
 	l, err := ledger.Open(db)
 	assert.NilError(t, err)
 	t.Cleanup(func() { l.Close() })
-	return &testLedger{t: t, path: db, l: l, raw: ledgertest.Open(t, db)}
+	return &testLedger{t: t, path: db, l: l, raw: testkit.OpenRaw(t, db, ledger.IsURL(db))}
 }
 
-// transferFrame builds a BKTR0001 request frame for guid.
+// transferFrame builds a request frame of testkit.TransferTx for guid,
+// from the rich account to another of the bank, and its header.
 func transferFrame(t *testing.T, guid, memo string, amount int64) (generated.Header, []byte) {
-	h := generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-	req := &generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "081", DpAcct: "11002003004007", Amount: amount, Memo: memo}
-	frame, err := generated.AppendFrame(nil, &h, req)
-	assert.NilError(t, err)
-	return h, frame
+	frame := testkit.Transfer(t, guid, map[string]string{"wdAcct": "11002003004005", "dpAcct": "11002003004007", "amount": strconv.FormatInt(amount, 10), "memo": memo})
+	return headerOf(t, frame), frame
+}
+
+// headerOf decodes frame's header.
+func headerOf(t *testing.T, frame []byte) generated.Header {
+	var h generated.Header
+	assert.NilError(t, h.Decode(string(frame[:generated.HeaderLen])))
+	return h
 }
 
 // seed claims a new transfer and leaves it in state with code, updated age ago.
 func (tl *testLedger) seed(state ledger.State, code generated.RspCode, age time.Duration) string {
-	guid := newGUID()
+	guid := testkit.GUID()
 	h, frame := transferFrame(tl.t, guid, "seed", 1000)
 	tl.seedFrame(h, frame, state, code, age)
 	return guid

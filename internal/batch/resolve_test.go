@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,11 +19,13 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
-// core is a real simulator behind a real HTTP server that counts POSTs
-// (resolve must never POST) and can be switched to failing lookups.
+// core is a real simulator behind a real HTTP server that counts the
+// POSTs reaching it (resolve must never POST) and can be switched to
+// failing lookups.
 type core struct {
 	sim         *coresim.Server
 	srv         *httptest.Server
@@ -33,11 +34,13 @@ type core struct {
 }
 
 func newCore(t *testing.T) *core {
-	c := &core{sim: coresim.New(coresim.Config{})}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := &core{}
+	c.sim = coresim.New(coresim.Config{Arrived: func(r *http.Request) {
 		if r.Method == http.MethodPost {
 			c.posts.Add(1)
 		}
+	}})
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && c.failLookups.Load() {
 			http.Error(w, "maintenance", http.StatusServiceUnavailable)
 			return
@@ -64,13 +67,9 @@ func (c *core) post(t *testing.T, tl *testLedger, guid string) {
 	assert.Equal(t, res.Source, generated.SourceHTTP200, "%v", res.Err)
 }
 
-// closedCore is a core URL on which nothing listens.
+// closedCore is a core client of a URL on which nothing listens.
 func closedCore(t *testing.T) *corecall.Client {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	assert.NilError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	cl, err := corecall.New(corecall.Config{BaseURL: "http://" + addr, Timeout: time.Second})
+	cl, err := corecall.New(corecall.Config{BaseURL: testkit.ClosedURL(t), Timeout: time.Second})
 	assert.NilError(t, err)
 	return cl
 }
@@ -317,22 +316,19 @@ func testResolveByEachTransactionsOwnRule(t *testing.T, tl *testLedger) {
 	client, err := corecall.New(corecall.Config{BaseURL: srv.URL, Timeout: 2 * time.Second})
 	assert.NilError(t, err)
 
-	inquiry := newGUID()
-	ih := generated.Header{TxCode: "BKIQ0001", GUID: inquiry, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
-	iframe, err := generated.AppendFrame(nil, &ih, &generated.BKIQ0001Request{Bank: "081", Acct: "11002003004005"})
-	assert.NilError(t, err)
-	tl.seedFrame(ih, iframe, ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
-	staleInquiry := newGUID()
-	ih.GUID = staleInquiry
-	iframe, err = generated.AppendFrame(nil, &ih, &generated.BKIQ0001Request{Bank: "081", Acct: "11002003004005"})
-	assert.NilError(t, err)
-	tl.seedFrame(ih, iframe, ledger.StateSent, "", time.Hour)
+	inquiry := testkit.GUID()
+	rich := map[string]string{"acct": "11002003004005"}
+	iframe := testkit.Frame(t, testkit.ReadTx(), inquiry, rich)
+	tl.seedFrame(headerOf(t, iframe), iframe, ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+	staleInquiry := testkit.GUID()
+	iframe = testkit.Frame(t, testkit.ReadTx(), staleInquiry, rich)
+	tl.seedFrame(headerOf(t, iframe), iframe, ledger.StateSent, "", time.Hour)
 
 	transfer := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
 
 	// A row written by a newer relay that knows a transaction this binary
 	// does not: its frame is well formed, its TX_CODE unregistered.
-	newer := newGUID()
+	newer := testkit.GUID()
 	nh, nframe := transferFrame(t, newer, "newer", 1000)
 	copy(nframe[4:12], "BKZZ0001")
 	nh.TxCode = "BKZZ0001"

@@ -12,8 +12,8 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/channel"
-	"lhrelay/internal/channel/channeltest"
 	"lhrelay/internal/generated"
+	"lhrelay/internal/testkit"
 )
 
 // refusedAddr returns an address on which nothing listens.
@@ -35,7 +35,7 @@ func dial(t *testing.T, addr string, timeout time.Duration) *channel.Conn {
 }
 
 func TestSendSeveralFramesOnOneConnection(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	c := dial(t, r.Addr, time.Second)
 	var sent []string
 	for range 3 {
@@ -60,7 +60,7 @@ func TestSendSeveralFramesOnOneConnection(t *testing.T) {
 }
 
 func TestSendNoAnswer(t *testing.T) {
-	r := channeltest.Start(t, func([]byte) []byte { return nil })
+	r := testkit.Start(t, func([]byte) []byte { return nil })
 	c := dial(t, r.Addr, time.Second)
 	frame, _ := channel.BuildRequest("BKTR0001", guid, bktrFields, time.Now())
 	_, err := c.Send(frame)
@@ -71,9 +71,9 @@ func TestSendNoAnswer(t *testing.T) {
 }
 
 func TestSendTimeout(t *testing.T) {
-	r := channeltest.Start(t, func(f []byte) []byte {
+	r := testkit.Start(t, func(f []byte) []byte {
 		time.Sleep(150 * time.Millisecond)
-		return channeltest.Answer0000(f)
+		return testkit.Answer0000(f)
 	})
 	c := dial(t, r.Addr, 30*time.Millisecond)
 	frame, _ := channel.BuildRequest("BKTR0001", guid, bktrFields, time.Now())
@@ -86,7 +86,7 @@ func TestSendTimeout(t *testing.T) {
 }
 
 func TestSendCutOffAndBadPrefix(t *testing.T) {
-	r := channeltest.Start(t, func(f []byte) []byte { return channeltest.Answer0000(f)[:50] })
+	r := testkit.Start(t, func(f []byte) []byte { return testkit.Answer0000(f)[:50] })
 	c := dial(t, r.Addr, 100*time.Millisecond)
 	frame, _ := channel.BuildRequest("BKTR0001", guid, bktrFields, time.Now())
 	// The responder writes 50 bytes and waits for the next frame: the read
@@ -94,7 +94,7 @@ func TestSendCutOffAndBadPrefix(t *testing.T) {
 	_, err := c.Send(frame)
 	assert.Assert(t, errors.Is(err, channel.ErrNoAnswer), err)
 
-	r = channeltest.Start(t, func([]byte) []byte { return []byte("ABCD and more") })
+	r = testkit.Start(t, func([]byte) []byte { return []byte("ABCD and more") })
 	c = dial(t, r.Addr, time.Second)
 	_, err = c.Send(frame)
 	assert.Assert(t, errors.Is(err, channel.ErrMalformed), err)
@@ -111,7 +111,7 @@ func TestDialRefused(t *testing.T) {
 // Probe half-closes its sending side after the frame and still reads the
 // answer (SPEC §1).
 func TestHalfCloseStillReadsAnswer(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	frame, _ := channel.BuildRequest("BKIQ0001", guid, map[string]string{"bank": "LHB", "acct": "1"}, time.Now())
 	res, err := channel.Probe(context.Background(), r.Addr, frame, time.Second)
 	assert.NilError(t, err)

@@ -12,12 +12,12 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/channel"
-	"lhrelay/internal/channel/channeltest"
 	"lhrelay/internal/generated"
+	"lhrelay/internal/testkit"
 )
 
 func TestRunLoad(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	var mu sync.Mutex
 	var progress []channel.Progress
 	cfg := channel.LoadConfig{
@@ -77,7 +77,7 @@ func TestRunLoad(t *testing.T) {
 }
 
 func TestRunLoadFixedFieldsOtherTx(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	s, err := channel.RunLoad(context.Background(), channel.LoadConfig{
 		Addr: r.Addr, Tx: "BKIQ0001", Fields: map[string]string{"acct": "42"}, Count: 5, Concurrency: 10,
 	})
@@ -93,11 +93,11 @@ func TestRunLoadFixedFieldsOtherTx(t *testing.T) {
 
 func TestRunLoadMismatches(t *testing.T) {
 	// A confused relay answering every frame with another GUID.
-	r := channeltest.Start(t, func(f []byte) []byte {
+	r := testkit.Start(t, func(f []byte) []byte {
 		g := []byte(channel.NewGUID())
 		other := append([]byte{}, f...)
 		copy(other[12:44], g)
-		return channeltest.Answer0000(other)
+		return testkit.Answer0000(other)
 	})
 	s, err := channel.RunLoad(context.Background(), channel.LoadConfig{Addr: r.Addr, Count: 10, Concurrency: 2})
 	assert.NilError(t, err)
@@ -111,11 +111,11 @@ func TestRunLoadErrorsRedial(t *testing.T) {
 	// Every third frame is dropped with its connection: the frame counts as
 	// an error and the worker dials again for the next.
 	var n atomic.Int64
-	r := channeltest.Start(t, func(f []byte) []byte {
+	r := testkit.Start(t, func(f []byte) []byte {
 		if n.Add(1)%3 == 0 {
 			return nil
 		}
-		return channeltest.Answer0000(f)
+		return testkit.Answer0000(f)
 	})
 	s, err := channel.RunLoad(context.Background(), channel.LoadConfig{Addr: r.Addr, Count: 12, Concurrency: 1, Timeout: time.Second})
 	assert.NilError(t, err)
@@ -128,8 +128,8 @@ func TestRunLoadErrorsRedial(t *testing.T) {
 }
 
 func TestRunLoadMalformed(t *testing.T) {
-	r := channeltest.Start(t, func(f []byte) []byte {
-		a := channeltest.Answer0000(f)
+	r := testkit.Start(t, func(f []byte) []byte {
+		a := testkit.Answer0000(f)
 		a[44] = 'S' // FLAG of a request
 		return a
 	})
@@ -142,7 +142,7 @@ func TestRunLoadMalformed(t *testing.T) {
 }
 
 func TestRunLoadRate(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	s, err := channel.RunLoad(context.Background(), channel.LoadConfig{Addr: r.Addr, Count: 11, Concurrency: 4, Rate: 200})
 	assert.NilError(t, err)
 	assert.Assert(t, s.OK())
@@ -158,9 +158,9 @@ func TestRunLoadUnreachable(t *testing.T) {
 }
 
 func TestRunLoadCancel(t *testing.T) {
-	r := channeltest.Start(t, func(f []byte) []byte {
+	r := testkit.Start(t, func(f []byte) []byte {
 		time.Sleep(20 * time.Millisecond)
-		return channeltest.Answer0000(f)
+		return testkit.Answer0000(f)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Millisecond)
 	defer cancel()

@@ -8,8 +8,8 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/channel"
-	"lhrelay/internal/channel/channeltest"
 	"lhrelay/internal/generated"
+	"lhrelay/internal/testkit"
 )
 
 func TestParseHex(t *testing.T) {
@@ -42,7 +42,7 @@ func TestParseHex(t *testing.T) {
 }
 
 func TestProbeGarbage(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	res, err := channel.Probe(context.Background(), r.Addr, []byte("ZZZZhello"), time.Second)
 	assert.NilError(t, err)
 	assert.Equal(t, len(res.Frames), 1)
@@ -54,7 +54,7 @@ func TestProbeGarbage(t *testing.T) {
 }
 
 func TestProbeFrameThenCutOff(t *testing.T) {
-	r := channeltest.Start(t, nil)
+	r := testkit.Start(t, nil)
 	frame, _ := channel.BuildRequest("BKTR0001", guid, bktrFields, time.Now())
 	// A good frame, then a frame cut short by the half-close.
 	data := append(append([]byte{}, frame...), frame[:20]...)
@@ -66,8 +66,8 @@ func TestProbeFrameThenCutOff(t *testing.T) {
 }
 
 func TestProbeTrailingBytesFromRelay(t *testing.T) {
-	r := channeltest.Start(t, func(f []byte) []byte {
-		return append(channeltest.Answer0000(f), "0xyz"...)
+	r := testkit.Start(t, func(f []byte) []byte {
+		return append(testkit.Answer0000(f), "0xyz"...)
 	})
 	frame, _ := channel.BuildRequest("BKTR0001", guid, bktrFields, time.Now())
 	res, err := channel.Probe(context.Background(), r.Addr, frame, time.Second)

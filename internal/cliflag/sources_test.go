@@ -14,7 +14,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // testFlags is a small command: a duration, a string and a bool.
@@ -29,7 +29,7 @@ func testFlags() (*flag.FlagSet, *time.Duration, *string, *bool) {
 }
 
 func TestReadPrecedence(t *testing.T) {
-	for _, tc := range testutil.PrecedenceCases("timeout", "5", "2", "3", "4") {
+	for _, tc := range testkit.PrecedenceCases("timeout", "5", "2", "3", "4") {
 		t.Run(tc.Name, func(t *testing.T) {
 			fs, timeout, _, _ := testFlags()
 			args, _ := tc.Apply(t)
@@ -39,7 +39,7 @@ func TestReadPrecedence(t *testing.T) {
 		})
 	}
 	// A hyphenated flag maps to an underscored variable.
-	for _, tc := range testutil.PrecedenceCases("core-url", "http://a", "http://file", "http://env", "http://arg") {
+	for _, tc := range testkit.PrecedenceCases("core-url", "http://a", "http://file", "http://env", "http://arg") {
 		t.Run("core-url "+tc.Name, func(t *testing.T) {
 			fs, _, core, _ := testFlags()
 			args, _ := tc.Apply(t)
@@ -51,7 +51,7 @@ func TestReadPrecedence(t *testing.T) {
 }
 
 func TestReadBadSources(t *testing.T) {
-	for _, tc := range testutil.BadSourceCases("timeout", "soon") {
+	for _, tc := range testkit.BadSourceCases("timeout", "soon") {
 		t.Run(tc.Name, func(t *testing.T) {
 			fs, _, _, _ := testFlags()
 			args, file := tc.Apply(t)
@@ -161,7 +161,7 @@ func TestConfigFileWithPasswordMustBePrivate(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
-		testutil.WriteFile(t, p, []byte(text))
+		testkit.WriteFile(t, p, []byte(text))
 		assert.NilError(t, os.Chmod(p, mode))
 		return p
 	}

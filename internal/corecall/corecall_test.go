@@ -20,6 +20,7 @@ import (
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
+	"lhrelay/internal/testkit"
 )
 
 const guid = "0123456789abcdef0123456789abcdef"
@@ -194,17 +195,8 @@ func TestCallPrepareError(t *testing.T) {
 	assert.ErrorContains(t, res.Err, "WD_BANK")
 }
 
-// closedPort returns an address nothing listens on.
-func closedPort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	assert.NilError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func TestConnectRefused(t *testing.T) {
-	c := newClient(t, corecall.Config{BaseURL: "http://" + closedPort(t)})
+	c := newClient(t, corecall.Config{BaseURL: testkit.ClosedURL(t)})
 	res := c.Call(context.Background(), bktr(t), guid, transfer("rent"))
 	assert.Equal(t, res.Source, generated.SourceConnectFail, "err: %v", res.Err)
 	assert.Equal(t, res.Status, 0)
@@ -506,7 +498,7 @@ func TestLookupErrors(t *testing.T) {
 	assert.Equal(t, got.method, "GET")
 	assert.Equal(t, got.path, "/v1/transfers/"+guid)
 
-	c = newClient(t, corecall.Config{BaseURL: "http://" + closedPort(t)})
+	c = newClient(t, corecall.Config{BaseURL: testkit.ClosedURL(t)})
 	_, err := c.Lookup(context.Background(), bktr(t), guid, transfer("rent"))
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 }

@@ -16,7 +16,7 @@ import (
 
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // tlsCore is an https core whose certificate is issued by serverCA and
@@ -28,7 +28,7 @@ type tlsCore struct {
 	calls      atomic.Int64
 }
 
-func startTLSCore(t *testing.T, serverCA, clientCA *testutil.CA, h http.Handler, edits ...func(*tls.Config)) *tlsCore {
+func startTLSCore(t *testing.T, serverCA, clientCA *testkit.CA, h http.Handler, edits ...func(*tls.Config)) *tlsCore {
 	t.Helper()
 	c := &tlsCore{}
 	c.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +60,7 @@ func tlsClient(t *testing.T, url string, cfg *tls.Config) *corecall.Client {
 }
 
 func TestTLSCoreWithClientCertificate(t *testing.T) {
-	serverCA, clientCA := testutil.NewCA(t, "core CA"), testutil.NewCA(t, "relay CA")
+	serverCA, clientCA := testkit.NewCA(t, "core CA"), testkit.NewCA(t, "relay CA")
 	core := startTLSCore(t, serverCA, clientCA, reply(http.StatusOK, okTransfer))
 	c := tlsClient(t, core.srv.URL, &tls.Config{
 		RootCAs:      serverCA.Pool(),
@@ -75,7 +75,7 @@ func TestTLSCoreWithClientCertificate(t *testing.T) {
 }
 
 func TestTLSHandshakeFailuresAreConnectFail(t *testing.T) {
-	serverCA, clientCA, otherCA := testutil.NewCA(t, "core CA"), testutil.NewCA(t, "relay CA"), testutil.NewCA(t, "other CA")
+	serverCA, clientCA, otherCA := testkit.NewCA(t, "core CA"), testkit.NewCA(t, "relay CA"), testkit.NewCA(t, "other CA")
 	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		core := startTLSCore(t, serverCA, clientCA, reply(http.StatusOK, okTransfer), func(c *tls.Config) {
 			c.MinVersion, c.MaxVersion = version, version
@@ -112,7 +112,7 @@ func TestTLSHandshakeFailuresAreConnectFail(t *testing.T) {
 // learns of the refusal, yet the core processed nothing: every call is
 // E902 (see dialTLS), however often it is made, on fresh connections.
 func TestTLS13CoreRefusesClientCertificate(t *testing.T) {
-	serverCA, coreTrusts, relayCA := testutil.NewCA(t, "core CA"), testutil.NewCA(t, "trusted CA"), testutil.NewCA(t, "relay CA")
+	serverCA, coreTrusts, relayCA := testkit.NewCA(t, "core CA"), testkit.NewCA(t, "trusted CA"), testkit.NewCA(t, "relay CA")
 	core := startTLSCore(t, serverCA, coreTrusts, reply(http.StatusOK, okTransfer), func(c *tls.Config) {
 		c.MinVersion = tls.VersionTLS13
 	})
@@ -134,7 +134,7 @@ func TestTLS13CoreRefusesClientCertificate(t *testing.T) {
 // TestTLSVersionAndSuites: TLS 1.3 is spoken when the core speaks it; a
 // TLS 1.2 core offering only a CBC-SHA1 suite is refused (E902).
 func TestTLSVersionAndSuites(t *testing.T) {
-	serverCA := testutil.NewCA(t, "core CA")
+	serverCA := testkit.NewCA(t, "core CA")
 	var version atomic.Uint32
 	core := startTLSCore(t, serverCA, nil, reply(http.StatusOK, okTransfer), func(c *tls.Config) {
 		c.VerifyConnection = func(cs tls.ConnectionState) error {
@@ -161,7 +161,7 @@ func TestTLSVersionAndSuites(t *testing.T) {
 // A TLS core that reads the whole request and then resets the connection
 // may have posted: E901.
 func TestTLSCoreResetAfterReadingIsReadTimeout(t *testing.T) {
-	serverCA := testutil.NewCA(t, "core CA")
+	serverCA := testkit.NewCA(t, "core CA")
 	core := startTLSCore(t, serverCA, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
 		conn, _, err := http.NewResponseController(w).Hijack()

@@ -69,4 +69,11 @@
 //
 // Posted transfers are kept in memory for GET /v1/transfers/{guid}: about a
 // hundred bytes per distinct GUID, for the life of the process.
+//
+// # Arrivals
+//
+// Config.Arrived is called as each request to /v1/ reaches the core, before
+// anything else happens to it: the one place an in-process test notices a
+// call at the core and holds it there (testkit.Gate). A test of a coresim
+// process reads the statistics instead.
 package coresim

@@ -14,7 +14,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"lhrelay/internal/coresim"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // serve sends one request straight to the handler.
@@ -61,7 +61,7 @@ func TestRequestLog(t *testing.T) {
 }
 
 func TestRequestLogConcurrent(t *testing.T) {
-	var buf testutil.SyncBuffer
+	var buf testkit.SyncBuffer
 	sim := coresim.New(coresim.Config{Log: &buf})
 	var wg sync.WaitGroup
 	for i := range 50 {

@@ -51,6 +51,12 @@ type Config struct {
 	// place (a core's own work), so that MaxConcurrent / Service is the
 	// core's capacity. SetService changes it while serving.
 	Service time.Duration
+	// Arrived, if not nil, is called with each request to /v1/ as it
+	// reaches the core, before it waits for its turn or is served: how a
+	// test notices that a call reached the core, and holds it there by not
+	// returning (testkit.Gate). A request whose caller has gone by then is
+	// not served.
+	Arrived func(*http.Request)
 }
 
 // Stats are the statistics served by GET /_stats.
@@ -66,8 +72,10 @@ type Server struct {
 	limit int64
 	now   func() time.Time
 	mux   *http.ServeMux
-	log   *requestLog // nil: no request log
-	truth *truthLog   // nil: no truth log
+	// arrived is Config.Arrived.
+	arrived func(*http.Request)
+	log     *requestLog // nil: no request log
+	truth   *truthLog   // nil: no truth log
 
 	faults   faultQueue
 	inflight atomic.Int64
@@ -154,6 +162,7 @@ func New(cfg Config) *Server {
 	if cfg.Truth != nil {
 		s.truth = &truthLog{w: cfg.Truth}
 	}
+	s.arrived = cfg.Arrived
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/transfers", s.postTransfer)
@@ -169,6 +178,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		if s.arrived != nil {
+			if s.arrived(r); r.Context().Err() != nil {
+				return // held at the door until its caller left: never served
+			}
+		}
 		s.serveInTurn()
 	}
 	if s.log == nil {

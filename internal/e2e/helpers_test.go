@@ -21,9 +21,8 @@ import (
 	"lhrelay/internal/channel"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/ledger"
-	"lhrelay/internal/ledger/ledgertest"
 	"lhrelay/internal/pgtest"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // buildFlags are passed to go build (race_test.go adds -race).
@@ -72,8 +71,8 @@ func binaries(t *testing.T) (relayBin, coresimBin string) {
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	addr   string               // from its "… listening on ADDR" line
-	stderr *testutil.SyncBuffer // its log
+	addr   string              // from its "… listening on ADDR" line
+	stderr *testkit.SyncBuffer // its log
 	exited chan struct{}
 }
 
@@ -83,7 +82,7 @@ type proc struct {
 // printed if the test failed.
 func startProc(t *testing.T, name, bin, ready string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), stderr: &testutil.SyncBuffer{}, exited: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	stdout, err := p.cmd.StdoutPipe()
 	assert.NilError(t, err)
@@ -161,14 +160,11 @@ func startRelay(t *testing.T, relayBin, coreURL, db, timeout string) *proc {
 		"--port", "0", "--core", coreURL, "--db", db, "--timeout", timeout)
 }
 
-// transfer builds a BKTR0001 request frame the way a channel does.
+// transfer builds a request frame of testkit.TransferTx with memo (a memo
+// starting with SLOW makes the core wait).
 func transfer(t *testing.T, guid, memo string) []byte {
 	t.Helper()
-	tx, err := channel.LookupTx("BKTR0001")
-	assert.NilError(t, err)
-	f, err := channel.BuildRequest(tx.Code, guid, channel.WithDefaults(tx, map[string]string{"memo": memo}), time.Now())
-	assert.NilError(t, err)
-	return f
+	return testkit.Transfer(t, guid, map[string]string{"memo": memo})
 }
 
 // sendResult is the outcome of one channel.Conn.Send.
@@ -292,7 +288,7 @@ func row(t *testing.T, db, guid string) ledger.Row {
 // ledger (tests only): this beats waiting for a row to become stale.
 func ageRow(t *testing.T, db, guid string, state ledger.State, age time.Duration) {
 	t.Helper()
-	raw := ledgertest.Open(t, db)
+	raw := testkit.OpenRaw(t, db, ledger.IsURL(db))
 	n := raw.Exec(`UPDATE tx SET updated_at = ? WHERE guid = ? AND state = ?`, raw.Time(time.Now().Add(-age)), guid, string(state))
 	assert.Equal(t, n, int64(1), "row %s not in state %s", guid, state)
 }

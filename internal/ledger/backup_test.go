@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/testkit"
 )
 
 // TestBackupWhileWriting takes a backup while writers claim and finish
@@ -19,8 +21,8 @@ func TestBackupWhileWriting(t *testing.T) {
 	write := func(n int) []string {
 		var guids []string
 		for range n {
-			g := newGUID()
-			_, err := l.Claim(ctx, request("BKTR0001", g, "20261129103000", "body"))
+			g := testkit.GUID()
+			_, err := l.Claim(ctx, request(txTransfer, g, sentAt1, "body"))
 			assert.NilError(t, err)
 			assert.NilError(t, l.Finish(ctx, g, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: "0000", Response: responseFrame(g, "0000")}))
 			guids = append(guids, g)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 // BenchmarkClaimFinish measures one transfer's ledger work (Claim, then
@@ -20,7 +20,7 @@ import (
 // It starts exactly `channels` goroutines rather than using RunParallel,
 // whose goroutine count is a multiple of GOMAXPROCS.
 func BenchmarkClaimFinish(b *testing.B) {
-	for _, st := range ledgertest.Stores {
+	for _, st := range testkit.Stores {
 		for _, channels := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("%s/channels=%d", st.Name, channels), func(b *testing.B) {
 				benchClaimFinish(b, st.New(b), channels)
@@ -40,9 +40,9 @@ func benchClaimFinish(b *testing.B, db string, channels int) {
 	// Frames prepared up front so the loop measures the ledger only.
 	reqs := make([]Request, b.N)
 	for i := range reqs {
-		reqs[i] = request(txTransfer, newGUID(), sentAt1, bodyA)
+		reqs[i] = request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	}
-	resp := responseFrame(newGUID(), codeOK)
+	resp := responseFrame(testkit.GUID(), codeOK)
 
 	var next atomic.Int64
 	var failed atomic.Value

@@ -9,11 +9,13 @@ import (
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
+
+	"lhrelay/internal/testkit"
 )
 
 func TestClaimNewIsOwnedAndDurable(t *testing.T) {
 	eachStore(t, func(t *testing.T, l *Ledger) {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 
 		c, err := l.Claim(context.Background(), r)
 		assert.NilError(t, err)
@@ -61,7 +63,7 @@ func testClaimExistingRow(t *testing.T, l *Ledger) {
 		{StateFailed, codeNoConnect, Owned},
 	} {
 		t.Run(string(tc.state)+"/"+tc.code, func(t *testing.T) {
-			r := request(txTransfer, newGUID(), sentAt1, bodyA)
+			r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 			seed(t, l, r, tc.state, tc.code)
 
 			// A retry: same TX_CODE and body, a later SENT_AT.
@@ -121,7 +123,7 @@ func testClaimReusedOnEveryState(t *testing.T, l *Ledger) {
 			{"shorter body", func(g string) Request { return request(txTransfer, g, sentAt1, bodyA[:17]) }},
 		} {
 			t.Run(string(tc.state)+"/"+other.name, func(t *testing.T) {
-				r := request(txTransfer, newGUID(), sentAt1, bodyA)
+				r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 				seed(t, l, r, tc.state, tc.code)
 				before, err := l.Get(ctx, r.GUID)
 				assert.NilError(t, err)
@@ -143,7 +145,7 @@ func testClaimReusedOnEveryState(t *testing.T, l *Ledger) {
 func TestClaimSameBodyDifferentHeaderIsNotReused(t *testing.T) {
 	eachStore(t, func(t *testing.T, l *Ledger) {
 		ctx := context.Background()
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r, StateDone, codeOK)
 
 		retry := request(txTransfer, r.GUID, sentAt2, bodyA)
@@ -160,7 +162,7 @@ func TestClaimRejectsBadRequest(t *testing.T) {
 
 func testClaimRejectsBadRequest(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 
 	bad := r
 	bad.Body = []byte("not the tail")
@@ -179,7 +181,7 @@ func testClaimRejectsBadRequest(t *testing.T, l *Ledger) {
 func TestClaimReceivedIsInProgress(t *testing.T) {
 	eachStore(t, func(t *testing.T, l *Ledger) {
 		ctx := context.Background()
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		db := raw(t, l)
 		db.Exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
 VALUES (?, ?, 'RECEIVED', '', ?, NULL, 1, `+db.Now()+`)`, r.GUID, r.TxCode, r.Frame)
@@ -192,7 +194,7 @@ VALUES (?, ?, 'RECEIVED', '', ?, NULL, 1, `+db.Now()+`)`, r.GUID, r.TxCode, r.Fr
 
 func TestClaimCancelledContextWritesNothing(t *testing.T) {
 	eachStore(t, func(t *testing.T, l *Ledger) {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := l.Claim(ctx, r)
@@ -211,7 +213,7 @@ func TestClaimCancelledWhileQueued(t *testing.T) {
 func testClaimCancelledWhileQueued(t *testing.T, l *Ledger) {
 	release := blockWriter(t, l)
 
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := l.Claim(ctx, r)
@@ -257,7 +259,7 @@ func TestFinish(t *testing.T) {
 
 func testFinish(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	seed(t, l, r, StateSent, "")
 
 	resp := responseFrame(r.GUID, codeOK)
@@ -281,7 +283,7 @@ func testFinish(t *testing.T, l *Ledger) {
 	assert.DeepEqual(t, row2, row)
 
 	// Missing row: ErrStateChanged and ErrNotFound.
-	err = l.Finish(ctx, newGUID(), 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: resp})
+	err = l.Finish(ctx, testkit.GUID(), 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: resp})
 	assert.Check(t, errors.Is(err, ErrStateChanged))
 	assert.Check(t, errors.Is(err, ErrNotFound))
 
@@ -296,7 +298,7 @@ func TestTransitionIsConditional(t *testing.T) {
 
 func testTransitionIsConditional(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	seed(t, l, r, StateUnknown, codeTimeout)
 
 	resp := responseFrame(r.GUID, codeOK)
@@ -329,7 +331,7 @@ func TestReclaim(t *testing.T) {
 
 func testReclaim(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	seed(t, l, r, StateFailed, codeNoConnect)
 
 	a, err := l.Reclaim(ctx, r.GUID)
@@ -353,7 +355,7 @@ func testReclaim(t *testing.T, l *Ledger) {
 	assert.NilError(t, err)
 	assert.Equal(t, a, 3)
 
-	_, err = l.Reclaim(ctx, newGUID())
+	_, err = l.Reclaim(ctx, testkit.GUID())
 	assert.Check(t, errors.Is(err, ErrNotFound))
 }
 
@@ -368,9 +370,9 @@ func testFailingOpDoesNotSpoilItsBatch(t *testing.T, l *Ledger) {
 	release := blockWriter(t, l)
 	commitsBefore := l.Commits()
 
-	good1 := request(txTransfer, newGUID(), sentAt1, bodyA)
-	good2 := request(txTransfer, newGUID(), sentAt1, bodyA)
-	partial := newGUID()
+	good1 := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	good2 := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	partial := testkit.GUID()
 	results := make(chan error, 3)
 	go func() { _, err := l.Claim(ctx, good1); results <- err }()
 	waitQueued(t, l, 1)
@@ -385,7 +387,7 @@ func testFailingOpDoesNotSpoilItsBatch(t *testing.T, l *Ledger) {
 			if _, err := tx.change(`INSERT INTO tx(guid, state) VALUES (?, 'SENT') RETURNING guid`, []any{partial}, entry); err != nil {
 				return err
 			}
-			_, err := tx.change(`INSERT INTO tx(guid, state) VALUES (?, 'BOGUS') RETURNING guid`, []any{newGUID()}, entry)
+			_, err := tx.change(`INSERT INTO tx(guid, state) VALUES (?, 'BOGUS') RETURNING guid`, []any{testkit.GUID()}, entry)
 			return err
 		}})
 	}()
@@ -461,7 +463,7 @@ func testPeek(t *testing.T, l *Ledger) {
 		{StateFailed, codeNoConnect, NeedsClaim},
 	} {
 		t.Run(string(tc.state), func(t *testing.T) {
-			r := request(txTransfer, newGUID(), sentAt1, bodyA)
+			r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 			seed(t, l, r, tc.state, tc.code)
 			before, err := l.Get(ctx, r.GUID)
 			assert.NilError(t, err)
@@ -489,7 +491,7 @@ func testPeek(t *testing.T, l *Ledger) {
 		})
 	}
 
-	fresh := request(txTransfer, newGUID(), sentAt1, bodyA)
+	fresh := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	c, err := l.Peek(ctx, fresh)
 	assert.NilError(t, err)
 	assert.Equal(t, c.Outcome, NeedsClaim)

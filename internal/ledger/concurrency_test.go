@@ -10,7 +10,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 func TestConcurrentClaimsOfOneGUID(t *testing.T) {
@@ -18,7 +18,7 @@ func TestConcurrentClaimsOfOneGUID(t *testing.T) {
 }
 
 func testConcurrentClaimsOfOneGUID(t *testing.T, l *Ledger) {
-	guid := newGUID()
+	guid := testkit.GUID()
 	const n = 100
 
 	var wg sync.WaitGroup
@@ -59,7 +59,7 @@ func testConcurrentClaimsOfOneGUID(t *testing.T, l *Ledger) {
 // nobody sees "database is locked" (or a lock timeout), and the group
 // commit groups.
 func TestManyChannelsAndABatchCommand(t *testing.T) {
-	ledgertest.Run(t, testManyChannelsAndABatchCommand)
+	testkit.EachStore(t, testManyChannelsAndABatchCommand)
 }
 
 func testManyChannelsAndABatchCommand(t *testing.T, path string) {
@@ -70,7 +70,7 @@ func testManyChannelsAndABatchCommand(t *testing.T, path string) {
 	const unknown = 300
 	unknownGUIDs := make([]string, unknown)
 	for i := range unknownGUIDs {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, relay, r, StateUnknown, codeTimeout)
 		unknownGUIDs[i] = r.GUID
 	}
@@ -88,7 +88,7 @@ func testManyChannelsAndABatchCommand(t *testing.T, path string) {
 			defer wg.Done()
 			<-start
 			for range perChannel {
-				r := request(txTransfer, newGUID(), sentAt1, bodyA)
+				r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 				c, err := relay.Claim(ctx, r)
 				if err != nil {
 					errCh <- err
@@ -136,7 +136,7 @@ func testManyChannelsAndABatchCommand(t *testing.T, path string) {
 // Close while ops are queued: every caller gets a result or an error, and
 // nothing hangs.
 func TestCloseWhileQueued(t *testing.T) {
-	ledgertest.Run(t, testCloseWhileQueued)
+	testkit.EachStore(t, testCloseWhileQueued)
 }
 
 func testCloseWhileQueued(t *testing.T, db string) {
@@ -152,7 +152,7 @@ func testCloseWhileQueued(t *testing.T, db string) {
 	results := make(chan result, n)
 	for range n {
 		go func() {
-			c, err := l.Claim(context.Background(), request(txTransfer, newGUID(), sentAt1, bodyA))
+			c, err := l.Claim(context.Background(), request(txTransfer, testkit.GUID(), sentAt1, bodyA))
 			results <- result{c, err}
 		}()
 	}

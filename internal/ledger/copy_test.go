@@ -7,21 +7,21 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 // TestCopy: every row of a SQLite file reaches the target as it is; a
 // second run copies nothing and changes nothing; a GUID the target holds
 // with other content is reported, never overwritten.
 func TestCopy(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T, target string) {
+	testkit.EachStore(t, func(t *testing.T, target string) {
 		defer func(n int) { scanPageSize = n }(scanPageSize)
 		scanPageSize = 7 // several pages per state
 		ctx := context.Background()
 		from := newLedger(t)
 		var guids []string
 		for i := range 450 { // more than two copy pages
-			r := request(txTransfer, newGUID(), sentAt1, bodyA)
+			r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 			state := States[1+i%4] // SENT, DONE, UNKNOWN, FAILED
 			seed(t, from, r, state, map[State]string{StateDone: codeOK, StateUnknown: codeTimeout, StateFailed: codeNoConnect}[state])
 			guids = append(guids, r.GUID)

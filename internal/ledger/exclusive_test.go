@@ -6,14 +6,14 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 // TestTryExclusive: of the processes sharing a ledger one holds a named
 // lock at a time; release frees it; other names are independent. On
 // PostgreSQL the end of the holder's session frees it too (Close here).
 func TestTryExclusive(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T, db string) {
+	testkit.EachStore(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		a := openLedger(t, db)
 		b := openLedger(t, db)

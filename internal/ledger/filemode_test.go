@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/testkit"
 )
 
 // TestFilesOwnerOnly: the ledger, its -wal and -shm, and a backup are
@@ -19,7 +21,7 @@ func TestFilesOwnerOnly(t *testing.T) {
 
 	path := dbPath(t)
 	l := openLedger(t, path)
-	seed(t, l, request(txTransfer, newGUID(), sentAt1, bodyA), StateDone, codeOK)
+	seed(t, l, request(txTransfer, testkit.GUID(), sentAt1, bodyA), StateDone, codeOK)
 	backup := filepath.Join(filepath.Dir(path), "backup.db")
 	_, err := l.Backup(context.Background(), backup)
 	assert.NilError(t, err)

@@ -9,7 +9,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 // later queues FinishLater and returns a channel that gets its result.
@@ -39,7 +39,7 @@ func TestFinishLater(t *testing.T) {
 
 func testFinishLater(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	seed(t, l, r, StateSent, "")
 
 	resp := responseFrame(r.GUID, codeOK)
@@ -74,7 +74,7 @@ func TestFinishLaterThenClaim(t *testing.T) {
 func testFinishLaterThenClaim(t *testing.T, l *Ledger) {
 	ctx := context.Background()
 	for range 50 {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r, StateSent, "")
 		resp := responseFrame(r.GUID, codeOK)
 		res := later(t, l, r.GUID, StateDone, codeOK, resp)
@@ -93,7 +93,7 @@ func TestFinishLaterRefused(t *testing.T) {
 
 func testFinishLaterRefused(t *testing.T, l *Ledger) {
 	ctx := context.Background()
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	seed(t, l, r, StateSent, "")
 	never := func(err error) { t.Errorf("then called with %v", err) }
 
@@ -110,7 +110,7 @@ func testFinishLaterRefused(t *testing.T, l *Ledger) {
 // TestCloseRecordsQueuedOutcomes: Close runs every outcome queued before
 // it, and each caller hears its result before Close returns.
 func TestCloseRecordsQueuedOutcomes(t *testing.T) {
-	ledgertest.Run(t, testCloseRecordsQueuedOutcomes)
+	testkit.EachStore(t, testCloseRecordsQueuedOutcomes)
 }
 
 func testCloseRecordsQueuedOutcomes(t *testing.T, path string) {
@@ -120,7 +120,7 @@ func testCloseRecordsQueuedOutcomes(t *testing.T, path string) {
 	var guids []string
 	var results []<-chan error
 	for range 20 {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r, StateSent, "")
 		guids = append(guids, r.GUID)
 		results = append(results, later(t, l, r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK)))
@@ -155,7 +155,7 @@ func testFinishLaterFullQueue(t *testing.T, l *Ledger) {
 	ctx := context.Background()
 	var pending []Request
 	for range room(l) + 1 {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r, StateSent, "")
 		pending = append(pending, r)
 	}

@@ -3,17 +3,15 @@ package ledger
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/generated"
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -26,35 +24,21 @@ const (
 	codeRejected  = "B201"
 )
 
+// request builds a Request the way the relay cuts it, of any body: the
+// ledger compares bodies without reading them.
+func request(txCode, guid string, sentAt time.Time, body string) Request {
+	f := testkit.RawFrame(txCode, guid, sentAt, body)
+	return Request{GUID: guid, TxCode: txCode, Frame: f, Body: f[generated.HeaderLen:]}
+}
+
 var (
-	guidSeq   atomic.Uint64
-	guidEpoch = uint64(time.Now().UnixNano())
-)
-
-// newGUID returns a fresh 32-hex GUID; within a test run they increase.
-func newGUID() string {
-	return fmt.Sprintf("%016x%016x", guidEpoch, guidSeq.Add(1))
-}
-
-// frame builds an LH-STD request frame (80-byte header, then body).
-func frame(txCode, guid, sentAt, body string) []byte {
-	after := txCode + guid + "S" + "081" + "004" + "    " + sentAt + strings.Repeat(" ", 11) + body
-	return []byte(fmt.Sprintf("%04d", len(after)) + after)
-}
-
-// request builds a Request the way the relay cuts it.
-func request(txCode, guid, sentAt, body string) Request {
-	f := frame(txCode, guid, sentAt, body)
-	return Request{GUID: guid, TxCode: txCode, Frame: f, Body: f[80:]}
-}
-
-const (
-	txTransfer = "BKTR0001"
-	txInquiry  = "BKIQ0001"
-	bodyA      = "08111002003004005004110020030040050000000050000rent                "
-	bodyB      = "08111002003004005004110020030040050000000060000rent                "
-	sentAt1    = "20261129103000"
-	sentAt2    = "20261129103512"
+	txTransfer = testkit.TransferTx().Code
+	txInquiry  = testkit.ReadTx().Code
+	// Two requests of one transfer that differ in the amount only.
+	bodyA   = testkit.Body(testkit.TransferTx(), map[string]string{"amount": "50000", "memo": "rent"})
+	bodyB   = testkit.Body(testkit.TransferTx(), map[string]string{"amount": "60000", "memo": "rent"})
+	sentAt1 = testkit.SentAt
+	sentAt2 = testkit.SentAt.Add(5*time.Minute + 12*time.Second)
 )
 
 // responseFrame is a stand-in for a response frame; the ledger never looks
@@ -83,11 +67,11 @@ func newLedger(t testing.TB, opts ...Option) *Ledger {
 // eachStore runs fn as a subtest on a fresh ledger of each store: every
 // rule of the state machine holds on both.
 func eachStore(t *testing.T, fn func(t *testing.T, l *Ledger), opts ...Option) {
-	ledgertest.Run(t, func(t *testing.T, db string) { fn(t, openLedger(t, db, opts...)) })
+	testkit.EachStore(t, func(t *testing.T, db string) { fn(t, openLedger(t, db, opts...)) })
 }
 
 // raw reaches l's rows from outside the package, as another process would.
-func raw(t testing.TB, l *Ledger) *ledgertest.Raw { return ledgertest.Open(t, l.Path()) }
+func raw(t testing.TB, l *Ledger) *testkit.Raw { return testkit.OpenRaw(t, l.Path(), IsURL(l.Path())) }
 
 // sqliteOf is l's SQLite store, for the tests of its writer.
 func sqliteOf(l *Ledger) *sqliteStore { return l.st.(*sqliteStore) }

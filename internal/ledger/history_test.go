@@ -13,7 +13,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 // change is what a history entry says about a row, for comparing.
@@ -54,7 +54,7 @@ func TestHistoryOfEveryTransition(t *testing.T) {
 	actor := Actor{Command: "relay", Host: "host-a", PID: 4242, Instance: "relay-test-1"}
 	eachStore(t, func(t *testing.T, l *Ledger) {
 		ctx := context.Background()
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		_, err := l.Claim(ctx, r)
 		assert.NilError(t, err)
 		assert.NilError(t, l.Finish(ctx, r.GUID, 1, Outcome{State: StateFailed, RspCode: codeNoConnect,
@@ -78,7 +78,7 @@ func TestHistoryOfEveryTransition(t *testing.T) {
 		assert.Equal(t, n, int64(1))
 
 		// reprocess's re-claim of another row
-		r2 := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r2 := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r2, StateFailed, codeNoConnect)
 		_, err = l.ReclaimBelow(ctx, r2.GUID, 1) // at the limit: refused, no entry
 		assert.Check(t, errors.Is(err, ErrStateChanged))
@@ -127,7 +127,7 @@ func TestHistoryOfEveryTransition(t *testing.T) {
 func TestHistoryNeedsAReason(t *testing.T) {
 	l := newLedger(t)
 	ctx := context.Background()
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	_, err := l.Claim(ctx, r)
 	assert.NilError(t, err)
 	err = l.Finish(ctx, r.GUID, 1, Outcome{State: StateFailed, RspCode: codeNoConnect})
@@ -146,7 +146,7 @@ func TestHistoryInTheSameTransaction(t *testing.T) {
 	eachStore(t, func(t *testing.T, l *Ledger) {
 		ctx := context.Background()
 		rw := raw(t, l)
-		noEntry, noChange, good := request(txTransfer, newGUID(), sentAt1, bodyA), request(txTransfer, newGUID(), sentAt1, bodyA), request(txTransfer, newGUID(), sentAt1, bodyA)
+		noEntry, noChange, good := request(txTransfer, testkit.GUID(), sentAt1, bodyA), request(txTransfer, testkit.GUID(), sentAt1, bodyA), request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		for _, r := range []Request{noEntry, noChange, good} {
 			_, err := l.Claim(ctx, r)
 			assert.NilError(t, err)
@@ -191,31 +191,31 @@ func TestHistoryInTheSameTransaction(t *testing.T) {
 // ledger, and the first entry Audit must name.
 type tamper struct {
 	name    string
-	do      func(rw *ledgertest.Raw, chain string, n int64)
+	do      func(rw *testkit.Raw, chain string, n int64)
 	seq     func(n int64) int64
 	because string
 }
 
 var tampers = []tamper{
-	{"reason edited", func(rw *ledgertest.Raw, c string, n int64) {
+	{"reason edited", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`UPDATE history SET reason = 'core answered HTTP 404' WHERE chain = ? AND seq = 3`, c)
 	}, func(int64) int64 { return 3 }, "edited"},
-	{"entry deleted", func(rw *ledgertest.Raw, c string, n int64) {
+	{"entry deleted", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`DELETE FROM history WHERE chain = ? AND seq = 2`, c)
 	}, func(int64) int64 { return 2 }, "missing"},
-	{"entry inserted", func(rw *ledgertest.Raw, c string, n int64) {
+	{"entry inserted", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`INSERT INTO history(`+historyColumns+`) SELECT chain, seq + 1, hash, hash, guid, at, state_before, rsp_before,
 state_after, rsp_after, attempts, command, host, pid, reason, http_status, took_us FROM history WHERE chain = ? AND seq = ?`, c, n)
 	}, func(n int64) int64 { return n + 1 }, "inserted"},
-	{"entries swapped", func(rw *ledgertest.Raw, c string, n int64) {
+	{"entries swapped", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`UPDATE history SET seq = -1 WHERE chain = ? AND seq = 2`, c)
 		rw.Exec(`UPDATE history SET seq = 2 WHERE chain = ? AND seq = 3`, c)
 		rw.Exec(`UPDATE history SET seq = 3 WHERE chain = ? AND seq = -1`, c)
 	}, func(int64) int64 { return 2 }, "does not link"},
-	{"chain's head removed", func(rw *ledgertest.Raw, c string, n int64) {
+	{"chain's head removed", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`DELETE FROM history WHERE chain = ? AND seq = ?`, c, n)
 	}, func(n int64) int64 { return n }, "last entries removed"},
-	{"chain's head record removed", func(rw *ledgertest.Raw, c string, n int64) {
+	{"chain's head record removed", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`DELETE FROM history_chain WHERE chain = ?`, c)
 	}, func(int64) int64 { return 0 }, "no head"},
 }
@@ -228,7 +228,7 @@ func TestAuditDetectsTampering(t *testing.T) {
 			eachStore(t, func(t *testing.T, l *Ledger) {
 				ctx := context.Background()
 				for range 3 {
-					seed(t, l, request(txTransfer, newGUID(), sentAt1, bodyA), StateDone, codeOK)
+					seed(t, l, request(txTransfer, testkit.GUID(), sentAt1, bodyA), StateDone, codeOK)
 				}
 				head := l.ChainHead()
 				assert.Equal(t, head.Seq, int64(6))
@@ -261,7 +261,7 @@ func TestAuditDetectsTampering(t *testing.T) {
 func TestPurgeHistory(t *testing.T) {
 	eachStore(t, func(t *testing.T, l *Ledger) {
 		ctx := context.Background()
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r, StateDone, codeOK)
 		assert.Equal(t, len(history(t, l, r.GUID)), 2)
 		// Everything written so far is made 401 days old (ages are the
@@ -291,7 +291,7 @@ func TestPurgeHistory(t *testing.T) {
 		assert.Equal(t, s.Entries, int64(1))
 
 		// New entries go on after the cut and verify.
-		seed(t, l, request(txTransfer, newGUID(), sentAt1, bodyA), StateDone, codeOK)
+		seed(t, l, request(txTransfer, testkit.GUID(), sentAt1, bodyA), StateDone, codeOK)
 		mustAudit(t, l)
 		// Nothing older than a cut in the past: nothing removed.
 		n, err = l.PurgeHistory(ctx, 400*24*time.Hour, "history purged after 400 days")
@@ -304,12 +304,12 @@ func TestPurgeHistory(t *testing.T) {
 // history on Open; its rows keep working and their changes from then on
 // have entries.
 func TestHistoryMigration(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T, db string) {
+	testkit.EachStore(t, func(t *testing.T, db string) {
 		ctx := context.Background()
-		if !ledgertest.IsPostgres(db) {
+		if !IsURL(db) {
 			rawDBMode(t, db, "rwc").Exec(`PRAGMA user_version = 0`) // creates the file
 		}
-		rw := ledgertest.Open(t, db)
+		rw := testkit.OpenRaw(t, db, IsURL(db))
 		v1 := "testdata/schema_v1.sql"
 		if rw.Postgres() {
 			v1 = "testdata/schema_postgres_v1.sql"
@@ -325,7 +325,7 @@ func TestHistoryMigration(t *testing.T) {
 		} else {
 			rw.Exec(string(schema))
 		}
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		rw.Exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at) VALUES (?, ?, 'UNKNOWN', ?, ?, NULL, 1, `+rw.Now()+`)`,
 			r.GUID, r.TxCode, codeTimeout, r.Frame)
 
@@ -357,7 +357,7 @@ func stripComments(s string) string {
 // and each GUID's entries follow one another (each starts where the one
 // before ended), whoever wrote them.
 func TestAuditOnABusyLedger(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T, db string) {
+	testkit.EachStore(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		var relays []*Ledger
 		for i := range 3 {
@@ -367,7 +367,7 @@ func TestAuditOnABusyLedger(t *testing.T) {
 		const guids = 60
 		reqs := make([]Request, guids)
 		for i := range reqs {
-			reqs[i] = request(txTransfer, newGUID(), sentAt1, bodyA)
+			reqs[i] = request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		}
 		var wg sync.WaitGroup
 		for i, l := range relays {
@@ -471,7 +471,7 @@ func TestHistoryOfLateAnswersAndAbandonedClaims(t *testing.T) {
 			return Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(g, codeOK), Why: Why{Reason: "core answered HTTP 200", HTTPStatus: 200}}
 		}
 
-		late := request(txTransfer, newGUID(), sentAt1, bodyA)
+		late := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		_, err := l.Claim(ctx, late)
 		assert.NilError(t, err)
 		assert.NilError(t, l.Transition(ctx, late.GUID, StateSent, settled))
@@ -480,7 +480,7 @@ func TestHistoryOfLateAnswersAndAbandonedClaims(t *testing.T) {
 		assert.DeepEqual(t, changesOf(es)[2], change{StateFailed, StateDone, codeNoConnect, codeOK, 1,
 			"late answer, recorded over FAILED (settled while the call was under way): core answered HTTP 200"})
 
-		conflict := request(txTransfer, newGUID(), sentAt1, bodyA)
+		conflict := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		_, err = l.Claim(ctx, conflict)
 		assert.NilError(t, err)
 		assert.NilError(t, l.Transition(ctx, conflict.GUID, StateSent, settled))
@@ -498,7 +498,7 @@ func TestHistoryOfLateAnswersAndAbandonedClaims(t *testing.T) {
 		assert.NilError(t, err)
 		assert.Equal(t, row.State, StateSent, "the conflict changes nothing")
 
-		abandoned := request(txTransfer, newGUID(), sentAt1, bodyA)
+		abandoned := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		_, err = l.Claim(ctx, abandoned)
 		assert.NilError(t, err)
 		assert.NilError(t, l.AbandonClaim(ctx, abandoned.GUID, 1, Outcome{State: StateFailed, RspCode: codeNoConnect,

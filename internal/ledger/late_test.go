@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/testkit"
 )
 
 // A lookup that came too early settled the row FAILED/E902 while the call
@@ -26,7 +28,7 @@ func testLateAnswer(t *testing.T, l *Ledger) {
 	}
 
 	// Settled early, not re-claimed: recorded.
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	c, err := l.Claim(ctx, r)
 	assert.NilError(t, err)
 	assert.NilError(t, l.Transition(ctx, r.GUID, StateSent, notPosted(r.GUID)))
@@ -39,7 +41,7 @@ func testLateAnswer(t *testing.T, l *Ledger) {
 	assert.Equal(t, l.Conflicts(), uint64(0))
 
 	// Settled early and re-claimed since: left alone, reported.
-	r2 := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r2 := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	c, err = l.Claim(ctx, r2)
 	assert.NilError(t, err)
 	assert.NilError(t, l.Transition(ctx, r2.GUID, StateSent, notPosted(r2.GUID)))
@@ -60,7 +62,7 @@ func testLateAnswer(t *testing.T, l *Ledger) {
 
 	// An answer to an earlier attempt never lands on a later claim's SENT
 	// row.
-	r3 := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r3 := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	_, err = l.Claim(ctx, r3)
 	assert.NilError(t, err)
 	assert.NilError(t, l.Finish(ctx, r3.GUID, 1, notPosted(r3.GUID)))
@@ -75,7 +77,7 @@ func testLateAnswer(t *testing.T, l *Ledger) {
 func TestAbandonClaim(t *testing.T) {
 	eachStore(t, func(t *testing.T, l *Ledger) {
 		ctx := context.Background()
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		c, err := l.Claim(ctx, r)
 		assert.NilError(t, err)
 		o := Outcome{Why: Why{Reason: "test"}, State: StateFailed, RspCode: codeNoConnect, Response: responseFrame(r.GUID, codeNoConnect)}
@@ -92,7 +94,7 @@ func TestAbandonClaim(t *testing.T) {
 		err = l.AbandonClaim(ctx, r.GUID, c.Attempts, o)
 		assert.Check(t, errors.Is(err, ErrStateChanged), "got %v", err)
 		// A claim that never landed: nothing to abandon.
-		err = l.AbandonClaim(ctx, newGUID(), 1, o)
+		err = l.AbandonClaim(ctx, testkit.GUID(), 1, o)
 		assert.Check(t, errors.Is(err, ErrNotFound), "got %v", err)
 	})
 }

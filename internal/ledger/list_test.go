@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/testkit"
 )
 
 func guidsOf(rows []Row) []string {
@@ -28,7 +30,7 @@ func testList(t *testing.T, l *Ledger) {
 	now := time.Now().UTC().Truncate(time.Second)
 
 	mk := func(state State, code string, age time.Duration) string {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r, state, code)
 		setUpdatedAt(t, l, r.GUID, now.Add(-age))
 		return r.GUID
@@ -111,14 +113,14 @@ func testPurgeDone(t *testing.T, l *Ledger) {
 
 	var oldDone []string
 	for range 3 {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r, StateDone, codeOK)
 		setUpdatedAt(t, l, r.GUID, now.Add(-days(40)))
 		oldDone = append(oldDone, r.GUID)
 	}
 	keep := map[string]State{}
 	add := func(state State, code string, age time.Duration) {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r, state, code)
 		setUpdatedAt(t, l, r.GUID, now.Add(-age))
 		keep[r.GUID] = state
@@ -185,7 +187,7 @@ func testStats(t *testing.T, l *Ledger) {
 
 	now := time.Now().UTC().Truncate(time.Second)
 	add := func(state State, code string, age time.Duration) {
-		r := request(txTransfer, newGUID(), sentAt1, bodyA)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		seed(t, l, r, state, code)
 		setUpdatedAt(t, l, r.GUID, now.Add(-age))
 	}
@@ -302,7 +304,7 @@ func TestScanUsesTheIndex(t *testing.T) {
 			for _, withCursor := range []bool{false, true} {
 				a := args
 				if withCursor {
-					a = append(a, ph.cursor(sqliteDialect, Row{GUID: newGUID(), UpdatedAt: time.Now()})...)
+					a = append(a, ph.cursor(sqliteDialect, Row{GUID: testkit.GUID(), UpdatedAt: time.Now()})...)
 				}
 				q := ph.query(where, withCursor)
 				rows, err := db.Query("EXPLAIN QUERY PLAN "+q, append(a, 256)...)

@@ -11,7 +11,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"lhrelay/internal/ledger/ledgertest"
+	"lhrelay/internal/testkit"
 )
 
 func TestSchemaAppliedTwiceIsHarmless(t *testing.T) {
@@ -20,7 +20,7 @@ func TestSchemaAppliedTwiceIsHarmless(t *testing.T) {
 
 	l, err := Open(path)
 	assert.NilError(t, err)
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	seed(t, l, r, StateDone, codeOK)
 	assert.NilError(t, l.Close())
 
@@ -205,7 +205,7 @@ func TestOpenCreatesFileButNotDirectory(t *testing.T) {
 }
 
 func TestClosedLedger(t *testing.T) {
-	ledgertest.Run(t, testClosedLedger)
+	testkit.EachStore(t, testClosedLedger)
 }
 
 func testClosedLedger(t *testing.T, db string) {
@@ -214,9 +214,9 @@ func testClosedLedger(t *testing.T, db string) {
 	assert.NilError(t, l.Close())
 	assert.NilError(t, l.Close()) // idempotent
 	ctx := context.Background()
-	_, err = l.Claim(ctx, request(txTransfer, newGUID(), sentAt1, bodyA))
+	_, err = l.Claim(ctx, request(txTransfer, testkit.GUID(), sentAt1, bodyA))
 	assert.Check(t, errors.Is(err, ErrClosed))
-	_, err = l.Get(ctx, newGUID())
+	_, err = l.Get(ctx, testkit.GUID())
 	assert.Check(t, errors.Is(err, ErrClosed))
 	assert.Check(t, errors.Is(l.Ping(ctx), ErrClosed))
 }

@@ -11,7 +11,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/pgtest"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // withLookup resolves the URL's host names through names (tests): a
@@ -32,7 +32,7 @@ func withLookup(names map[string]string) Option {
 // name; an explicit sslmode is honoured and reported; the loopback keeps
 // libpq's default. Against the throwaway server with TLS on, then off.
 func TestLedgerLinkTLS(t *testing.T) {
-	ca, other := testutil.NewCA(t, "ledger CA"), testutil.NewCA(t, "other CA")
+	ca, other := testkit.NewCA(t, "ledger CA"), testkit.NewCA(t, "other CA")
 	dir := t.TempDir()
 	caFile, otherFile := ca.WriteCA(t, dir, "ca"), other.WriteCA(t, dir, "other")
 	leaf := ca.ServerFor(t, "ledger.test", "ledger.test")
@@ -95,7 +95,7 @@ func TestLedgerLinkTLS(t *testing.T) {
 // others is refused, naming it (libpq's rule); 0600 is taken.
 func TestPassfileReadableByOthers(t *testing.T) {
 	pass := filepath.Join(t.TempDir(), "pgpass")
-	testutil.WriteFile(t, pass, []byte("*:*:*:*:secret\n"))
+	testkit.WriteFile(t, pass, []byte("*:*:*:*:secret\n"))
 	assert.NilError(t, os.Chmod(pass, 0o644))
 	t.Setenv("PGPASSFILE", pass)
 	_, err := OpenExisting("postgres://lhrelay@127.0.0.1:1/ledger?connect_timeout=1")

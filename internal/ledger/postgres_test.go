@@ -14,6 +14,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/testkit"
 )
 
 // The PostgreSQL store's own rules: its session settings, its schema, what
@@ -197,7 +198,7 @@ func TestDisplayURL(t *testing.T) {
 func TestPostgresRestart(t *testing.T) {
 	ctx := context.Background()
 	l := openLedger(t, pgtest.URL(t), WithRetry(0, 0))
-	before := request(txTransfer, newGUID(), sentAt1, bodyA)
+	before := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	seed(t, l, before, StateDone, codeOK)
 
 	pgtest.Stop(t)
@@ -208,7 +209,7 @@ func TestPostgresRestart(t *testing.T) {
 		}
 	})
 	assert.Check(t, l.Ping(ctx) != nil, "ping while the database is down")
-	down := request(txTransfer, newGUID(), sentAt1, bodyA)
+	down := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	_, err := l.Claim(ctx, down)
 	assert.Check(t, err != nil)
 	assert.Check(t, l.Errors()[opClaim] >= 1, "claim errors counted: %v", l.Errors())
@@ -239,7 +240,7 @@ func TestPostgresMultiHostURL(t *testing.T) {
 	multi := scheme + "://" + user + "@" + dead + "," + hostAndRest + "&target_session_attrs=read-write&connect_timeout=2"
 	l := openLedger(t, multi)
 	assert.NilError(t, l.Ping(context.Background()))
-	r := request(txTransfer, newGUID(), sentAt1, bodyA)
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	seed(t, l, r, StateDone, codeOK)
 	assert.Equal(t, l.Path(), multi)
 }
@@ -269,7 +270,7 @@ func TestPostgresScanUsesTheIndex(t *testing.T) {
 		for _, withCursor := range []bool{false, true} {
 			a := args
 			if withCursor {
-				a = append(a, ph.cursor(postgresDialect, Row{GUID: newGUID(), UpdatedAt: time.Now()})...)
+				a = append(a, ph.cursor(postgresDialect, Row{GUID: testkit.GUID(), UpdatedAt: time.Now()})...)
 			}
 			q := dollarPlaceholders(ph.query(where, withCursor))
 			rows, err := c.Query(ctx, "EXPLAIN "+q, append(a, 256)...)

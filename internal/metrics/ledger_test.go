@@ -13,6 +13,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -37,11 +38,10 @@ func TestLedgerDown(t *testing.T) {
 			pgtest.Start(t)
 		}
 	}()
-	f, err := generated.AppendFrame(nil, &generated.Header{TxCode: "BKTR0001", GUID: strings.Repeat("0", 31) + "1", Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"},
-		&generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1, Memo: "m"})
-	assert.NilError(t, err)
+	guid := strings.Repeat("0", 31) + "1"
+	f := testkit.Transfer(t, guid, nil)
 	for range 2 {
-		_, err = led.Claim(context.Background(), ledger.Request{GUID: strings.Repeat("0", 31) + "1", TxCode: "BKTR0001", Frame: f, Body: f[generated.HeaderLen:]})
+		_, err := led.Claim(context.Background(), ledger.Request{GUID: guid, TxCode: testkit.TransferTx().Code, Frame: f, Body: f[generated.HeaderLen:]})
 		assert.Check(t, err != nil)
 	}
 	status, body := get(t, h, "/readyz")

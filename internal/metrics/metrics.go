@@ -47,10 +47,6 @@ type Metrics struct {
 	// RejectedConns counts connections closed at once because --max-conns
 	// were already open.
 	RejectedConns prometheus.Counter
-	// BatchRows counts rows handled by batch commands run in-process (the
-	// demo) by command and outcome; the stand-alone commands write their
-	// outcomes to a textfile instead (batchcmd.WriteMetricsFile).
-	BatchRows *prometheus.CounterVec
 
 	links     *linkMetrics
 	admit     *admitMetrics
@@ -87,12 +83,8 @@ func New() *Metrics {
 			Name: "lhrelay_connections_rejected_total",
 			Help: "Connections closed at once because --max-conns were open.",
 		}),
-		BatchRows: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lhrelay_batch_rows_total",
-			Help: "Ledger rows handled by batch commands, by command and outcome.",
-		}, []string{"command", "outcome"}),
 	}
-	reg.MustRegister(m.Frames, m.CoreCalls, m.InFlight, m.OpenConns, m.RejectedConns, m.BatchRows,
+	reg.MustRegister(m.Frames, m.CoreCalls, m.InFlight, m.OpenConns, m.RejectedConns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.links = newLinkMetrics(reg)
 	m.admit = newAdmitMetrics(reg)
@@ -133,12 +125,6 @@ func (m *Metrics) ConnClosed() { m.OpenConns.Dec() }
 
 // ConnRejected counts a connection closed at once by --max-conns.
 func (m *Metrics) ConnRejected() { m.RejectedConns.Inc() }
-
-// AddBatchRows counts rows handled by a batch command run in-process, one
-// call per outcome of its summary (batch.Summary.Each).
-func (m *Metrics) AddBatchRows(command, outcome string, n int) {
-	m.BatchRows.WithLabelValues(command, outcome).Add(float64(n))
-}
 
 // UnknownLabel is the label value of a TX_CODE that is not registered (or a
 // response code or source that is not in the table).

@@ -17,6 +17,7 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 )
 
 // gather reads m's registry as exposed: "name{label=\"v\",...}" → value,
@@ -106,12 +107,10 @@ func TestGauges(t *testing.T) {
 	m.ConnOpened()
 	m.ConnClosed()
 	m.ConnRejected()
-	m.AddBatchRows("resolve", "done", 3)
 	s := gather(t, m)
 	assert.Equal(t, s["lhrelay_frames_in_flight"], 1.0)
 	assert.Equal(t, s["lhrelay_connections_open"], 1.0)
 	assert.Equal(t, s["lhrelay_connections_rejected_total"], 1.0)
-	assert.Equal(t, s[`lhrelay_batch_rows_total{command="resolve",outcome="done"}`], 3.0)
 }
 
 // TestChildrenConcurrent: many goroutines counting through the cache lose
@@ -198,16 +197,10 @@ func TestWatchLedger(t *testing.T) {
 	m.FrameAnswered("BKTR0001", generated.RspHTTP200)
 
 	ctx := context.Background()
-	frame := func(guid string) []byte {
-		f, err := generated.AppendFrame(nil, &generated.Header{TxCode: "BKTR0001", GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"},
-			&generated.BKTR0001Request{WdBank: "081", WdAcct: "11002003004005", DpBank: "004", DpAcct: "22003004005006", Amount: 1, Memo: "m"})
-		assert.NilError(t, err)
-		return f
-	}
 	for i, to := range []ledger.State{ledger.StateDone, ledger.StateDone, ledger.StateUnknown, ""} {
 		guid := strings.Repeat("0", 31) + string(rune('a'+i))
-		f := frame(guid)
-		_, err := led.Claim(ctx, ledger.Request{GUID: guid, TxCode: "BKTR0001", Frame: f, Body: f[generated.HeaderLen:]})
+		f := testkit.Transfer(t, guid, nil)
+		_, err := led.Claim(ctx, ledger.Request{GUID: guid, TxCode: testkit.TransferTx().Code, Frame: f, Body: f[generated.HeaderLen:]})
 		assert.NilError(t, err)
 		if to != "" {
 			assert.NilError(t, led.Finish(ctx, guid, 1, ledger.Outcome{Why: ledger.Why{Reason: "test"}, State: to, RspCode: "0000", Response: f}))

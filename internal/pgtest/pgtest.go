@@ -284,15 +284,6 @@ func need(t testing.TB) *server {
 	return s
 }
 
-// Available reports whether PostgreSQL tests can run here (without
-// starting anything when they cannot).
-func Available() bool {
-	if os.Getenv(EnvURL) != "" {
-		return true
-	}
-	return findBin() != ""
-}
-
 // URL returns the URL of a fresh, empty schema for t on the server: the
 // ledger's tables are created in it. The schema stays until the server is
 // removed.

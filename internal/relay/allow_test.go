@@ -9,6 +9,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/generated"
+	"lhrelay/internal/testkit"
 )
 
 func TestAllowList(t *testing.T) {
@@ -23,7 +24,7 @@ func TestAllowList(t *testing.T) {
 	assert.NilError(t, err)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	defer c.Close()
-	guid := newGUID()
+	guid := testkit.GUID()
 	c.Write(transferFrame(t, guid)) // may fail: the relay may have closed it already
 	expectClosed(t, c)
 	oe.noRow(guid)
@@ -33,7 +34,7 @@ func TestAllowList(t *testing.T) {
 	assert.Assert(t, strings.Contains(oe.log.String(), "address not in --allow"))
 
 	// From 127.0.0.1: served.
-	assert.Equal(t, oe.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, oe.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	assert.Equal(t, core.calls.Load(), int64(1))
 }
 
@@ -57,6 +58,6 @@ func TestAllowIPv4Mapped(t *testing.T) {
 	assert.Equal(t, got[0].String(), "127.0.0.1/32")
 	assert.Equal(t, got[1].String(), "10.0.0.0/8")
 	e := startEnv(t, envConfig{core: simCore(0), allow: got})
-	assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	assert.Equal(t, e.srv.NotAllowed(), int64(0))
 }

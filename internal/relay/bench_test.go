@@ -16,6 +16,7 @@ import (
 
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -92,7 +93,7 @@ func benchClient(b *testing.B, url string, conc int) *corecall.Client {
 // with corecall, the code the relay itself uses, so that the difference to
 // relayWorkers is what the relay adds.
 func directWorkers(client *corecall.Client, nextGUID func() uint64) func(int) func() error {
-	tx, _ := generated.LookupTransaction("BKTR0001")
+	tx := testkit.TransferTx()
 	return func(int) func() error {
 		var g [32]byte
 		return func() error {
@@ -137,7 +138,7 @@ func relayWorkers(b *testing.B, addr string, nextGUID func() uint64) func(int) f
 
 // dialWorkers is relayWorkers over connections made by dial.
 func dialWorkers(b *testing.B, dial func() (net.Conn, error), nextGUID func() uint64) func(int) func() error {
-	template, err := generated.AppendFrame(nil, header(newGUID(), "BKTR0001"), benchBody)
+	template, err := generated.AppendFrame(nil, header(testkit.GUID(), testkit.TransferTx().Code), benchBody)
 	if err != nil {
 		b.Fatal(err)
 	}

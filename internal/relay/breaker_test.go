@@ -21,6 +21,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 )
 
 // sickCore hangs every request while sick (reading its body first, so that
@@ -76,7 +77,7 @@ func TestBreakerOpensOnTimeoutsAndAProbeClosesIt(t *testing.T) {
 	var wg sync.WaitGroup
 	for range failures {
 		wg.Go(func() {
-			guid := newGUID()
+			guid := testkit.GUID()
 			assert.Equal(t, oe.roundTrip(transferFrame(t, guid)).code(), string(generated.RspReadTimeout))
 			assert.Equal(t, oe.row(guid).State, ledger.StateUnknown)
 		})
@@ -93,7 +94,7 @@ func TestBreakerOpensOnTimeoutsAndAProbeClosesIt(t *testing.T) {
 	connsBefore := core.conns.Load()
 	var refused []string
 	for range 5 {
-		guid := newGUID()
+		guid := testkit.GUID()
 		start := time.Now()
 		a := oe.roundTrip(transferFrame(t, guid))
 		took := time.Since(start)
@@ -124,7 +125,7 @@ func TestBreakerOpensOnTimeoutsAndAProbeClosesIt(t *testing.T) {
 	}
 	status, _ = oe.get("/readyz")
 	assert.Equal(t, status, http.StatusOK, "half-open is ready: the probe needs frames")
-	probe := newGUID()
+	probe := testkit.GUID()
 	assert.Equal(t, oe.roundTrip(transferFrame(t, probe)).code(), string(generated.RspHTTP200))
 	assert.Equal(t, <-changes, breaker.Closed)
 	assert.Equal(t, oe.scrape()["lhrelay_core_breaker_state"+lbl], "0")
@@ -154,7 +155,7 @@ func TestBreakerIgnoresCoreAnswers(t *testing.T) {
 	assert.NilError(t, err)
 	e := startEnv(t, envConfig{core: reply(http.StatusInternalServerError, ``), ledger: true, breaker: br})
 	for range 5 {
-		assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspHTTP500))
+		assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP500))
 	}
 	assert.Equal(t, br.State(), breaker.Closed)
 	assert.Equal(t, br.Opens(), int64(0))
@@ -167,13 +168,13 @@ func TestBreakerConnectFailures(t *testing.T) {
 	br, err := breaker.New(breaker.Settings{Name: "core", Failures: 2, Cooldown: 50 * time.Millisecond,
 		OnChange: func(_ string, _, to breaker.State) { changes <- to }})
 	assert.NilError(t, err)
-	e := startEnv(t, envConfig{coreURL: "http://" + closedPort(t), ledger: true, breaker: br})
+	e := startEnv(t, envConfig{coreURL: testkit.ClosedURL(t), ledger: true, breaker: br})
 	for range 2 {
-		assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspConnectFail))
+		assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspConnectFail))
 	}
 	assert.Equal(t, <-changes, breaker.Open)
 	assert.Equal(t, <-changes, breaker.HalfOpen)
-	guid := newGUID()
+	guid := testkit.GUID()
 	assert.Equal(t, e.roundTrip(transferFrame(t, guid)).code(), string(generated.RspConnectFail))
 	assert.Equal(t, <-changes, breaker.Open)
 	assert.Equal(t, br.Opens(), int64(2))

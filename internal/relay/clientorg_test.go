@@ -8,14 +8,14 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // TestClientOrgs (SPEC 5.9): a client certificate bound to SRC_ORGs sends
 // as those and is answered E102, never sent, for any other; a certificate
 // that matches no rule may send as none.
 func TestClientOrgs(t *testing.T) {
-	serverCA, channelCA := testutil.NewCA(t, "relay CA"), testutil.NewCA(t, "channel CA")
+	serverCA, channelCA := testkit.NewCA(t, "relay CA"), testkit.NewCA(t, "channel CA")
 	orgs, err := ParseClientOrgs("CN=atm-0001:081,082; OU=none:999")
 	assert.NilError(t, err)
 	core := &counting{h: simCore(0)}
@@ -24,18 +24,18 @@ func TestClientOrgs(t *testing.T) {
 		c.clientOrgs = orgs
 	}})
 	frameAs := func(guid, srcOrg string) []byte {
-		h := header(guid, "BKTR0001")
+		h := header(guid, testkit.TransferTx().Code)
 		h.SrcOrg = srcOrg
 		f, err := generated.AppendFrame(nil, h, &generated.BKTR0001Request{WdBank: "081", WdAcct: acctRich, DpBank: "004", DpAcct: acctOther, Amount: 50000, Memo: "rent"})
 		assert.NilError(t, err)
 		return f
 	}
 	atm1 := oe.dialTLS(&tls.Config{RootCAs: serverCA.Pool(), Certificates: []tls.Certificate{channelCA.Client(t, "atm-0001").TLS}})
-	ok := newGUID()
+	ok := testkit.GUID()
 	assert.Equal(t, oe.send(atm1, frameAs(ok, "081")).code(), string(generated.RspHTTP200))
 	assert.Equal(t, oe.row(ok).State, ledger.StateDone)
 
-	other := newGUID()
+	other := testkit.GUID()
 	assert.Equal(t, oe.send(atm1, frameAs(other, "004")).code(), string(generated.RspBadFrame))
 	oe.noRow(other)
 	line := oe.frameLine(other)
@@ -43,7 +43,7 @@ func TestClientOrgs(t *testing.T) {
 	assert.Assert(t, line["why"] != nil, "%v", line)
 
 	atm2 := oe.dialTLS(&tls.Config{RootCAs: serverCA.Pool(), Certificates: []tls.Certificate{channelCA.Client(t, "atm-0002").TLS}})
-	none := newGUID()
+	none := testkit.GUID()
 	assert.Equal(t, oe.send(atm2, frameAs(none, "081")).code(), string(generated.RspBadFrame))
 	oe.noRow(none)
 	assert.Equal(t, core.calls.Load(), int64(1), "only the allowed frame reached the core")

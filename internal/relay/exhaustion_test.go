@@ -10,7 +10,7 @@ import (
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/generated"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // dialFrom opens a channel connection from a given loopback address
@@ -38,7 +38,7 @@ func TestSilentConnectionClosedAtFrameTimeout(t *testing.T) {
 // TestSilentTLSConnectionClosedAtFrameTimeout: the same for a connection
 // that never starts its TLS handshake.
 func TestSilentTLSConnectionClosedAtFrameTimeout(t *testing.T) {
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: 200 * time.Millisecond, idleTimeout: time.Hour, tls: channelTLS(t, ca, ca)})
 	logged := e.log.When("TLS handshake failed")
 	c := e.dial()
@@ -65,7 +65,7 @@ func TestPerAddrShare(t *testing.T) {
 	assert.Equal(t, e.srv.Rejected(), int64(0))
 
 	other := e.dialFrom("127.0.0.2")
-	assert.Equal(t, e.send(other, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(other, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	assert.NilError(t, e.srv.Ready(context.Background()))
 	assert.Assert(t, strings.Contains(e.log.String(), "holds its share of max-conns"))
 }
@@ -75,8 +75,8 @@ func TestReadyWhileFull(t *testing.T) {
 	gone := make(chan struct{}, 4)
 	e := startEnv(t, envConfig{core: simCore(0), maxConns: 2, maxPerAddr: 2, noRoomFor: time.Nanosecond, connDone: func() { gone <- struct{}{} }})
 	c1, c2 := e.dial(), e.dial()
-	assert.Equal(t, e.send(c1, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
-	assert.Equal(t, e.send(c2, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c1, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c2, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	expectClosed(t, e.dialFrom("127.0.0.2"))
 	assert.ErrorIs(t, e.srv.Ready(context.Background()), ErrNoRoom)
 
@@ -107,7 +107,7 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 // TestHandshakeFailuresRateLimited: junk connections to a TLS relay are
 // each counted but logged at most once a second, not once each.
 func TestHandshakeFailuresRateLimited(t *testing.T) {
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	e := startEnv(t, envConfig{core: simCore(0), tls: channelTLS(t, ca, ca)})
 	const junk = 30
 	start := time.Now()

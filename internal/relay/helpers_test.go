@@ -1,12 +1,10 @@
 package relay
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,10 +24,11 @@ import (
 	"lhrelay/internal/breaker"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
+	"lhrelay/internal/fixedwidth"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -40,38 +40,35 @@ const (
 	acctOther = "22003004005006" // at another bank
 )
 
-var guidSeq atomic.Uint64
+// A transferOpt sets a field of transferFrame's request, by JSON key.
+type transferOpt func(fields map[string]string)
 
-// newGUID returns a fresh GUID for a test.
-func newGUID() string { return fmt.Sprintf("%032x", 0xabc0000000+guidSeq.Add(1)) }
+func memo(m string) transferOpt { return func(f map[string]string) { f["memo"] = m } }
+func amount(a int64) transferOpt {
+	return func(f map[string]string) { f["amount"] = strconv.FormatInt(a, 10) }
+}
+func wdAcct(a string) transferOpt { return func(f map[string]string) { f["wdAcct"] = a } }
 
-type transferOpt func(*generated.BKTR0001Request)
-
-func memo(m string) transferOpt   { return func(r *generated.BKTR0001Request) { r.Memo = m } }
-func amount(a int64) transferOpt  { return func(r *generated.BKTR0001Request) { r.Amount = a } }
-func wdAcct(a string) transferOpt { return func(r *generated.BKTR0001Request) { r.WdAcct = a } }
+// header is the header of testkit's request frames of tx.
 func header(guid, tx string) *generated.Header {
-	return &generated.Header{TxCode: tx, GUID: guid, Flag: generated.FlagRequest, SrcOrg: "081", DstOrg: "999", SentAt: "20261129103000"}
+	return &generated.Header{TxCode: tx, GUID: guid, Flag: generated.FlagRequest, SrcOrg: generated.DefaultSrcOrg, DstOrg: generated.DefaultDstOrg, SentAt: fixedwidth.FormatTimestamp(testkit.SentAt)}
 }
 
-// transferFrame builds a BKTR0001 request frame.
+// transferFrame builds a request frame of testkit.TransferTx: 500.00 from
+// the rich account to another bank, unless opts say otherwise.
 func transferFrame(t testing.TB, guid string, opts ...transferOpt) []byte {
 	t.Helper()
-	body := &generated.BKTR0001Request{WdBank: "081", WdAcct: acctRich, DpBank: "004", DpAcct: acctOther, Amount: 50000, Memo: "rent"}
+	fields := map[string]string{"wdAcct": acctRich, "dpBank": "004", "dpAcct": acctOther, "amount": "50000", "memo": "rent"}
 	for _, o := range opts {
-		o(body)
+		o(fields)
 	}
-	f, err := generated.AppendFrame(nil, header(guid, "BKTR0001"), body)
-	assert.NilError(t, err)
-	return f
+	return testkit.Transfer(t, guid, fields)
 }
 
-// inquiryFrame builds a BKIQ0001 request frame.
+// inquiryFrame builds a request frame of testkit.ReadTx asking about acct.
 func inquiryFrame(t testing.TB, guid, acct string) []byte {
 	t.Helper()
-	f, err := generated.AppendFrame(nil, header(guid, "BKIQ0001"), &generated.BKIQ0001Request{Bank: "081", Acct: acct})
-	assert.NilError(t, err)
-	return f
+	return testkit.Frame(t, testkit.ReadTx(), guid, map[string]string{"acct": acct})
 }
 
 // answer is a decoded response frame.
@@ -96,7 +93,7 @@ type env struct {
 	srv  *Server
 	addr string
 	led  *ledger.Ledger
-	log  *testutil.SyncBuffer
+	log  *testkit.SyncBuffer
 	core *httptest.Server
 	done chan error // Serve's result
 }
@@ -129,12 +126,12 @@ type envConfig struct {
 	limiter        *admit.Limiter
 	// logger builds the relay's logger over the env's log buffer; nil: a
 	// text handler at debug level.
-	logger func(buf *testutil.SyncBuffer) *slog.Logger
+	logger func(buf *testkit.SyncBuffer) *slog.Logger
 }
 
 func startEnv(t *testing.T, cfg envConfig) *env {
 	t.Helper()
-	e := &env{t: t, log: &testutil.SyncBuffer{}, done: make(chan error, 1)}
+	e := &env{t: t, log: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	url := cfg.coreURL
 	if cfg.core != nil {
 		e.core = httptest.NewServer(cfg.core)
@@ -307,64 +304,30 @@ func posted(about string) http.HandlerFunc {
 	}
 }
 
-// gate is a core that holds every request until opened, announcing each
-// arrival, and then answers with next.
+// gate is a core behind a testkit.Gate: every request is announced and
+// held until opened, then answered by the core.
 type gate struct {
-	arrived chan string // X-GUID of each request as it arrives
-	release chan struct{}
-	once    sync.Once
-	next    http.Handler
+	*testkit.Gate
+	http.Handler
 }
 
+// newGate is next behind a closed gate. A simulator is gated by its
+// arrival hook instead: newSimGate.
 func newGate(next http.Handler) *gate {
-	return &gate{arrived: make(chan string, 16), release: make(chan struct{}), next: next}
-}
-
-// open lets every held and future request through.
-func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
-
-func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Read the body first: net/http notices a client going away (and ends
-	// r.Context()) only once the body has been read.
-	b, _ := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	g.arrived <- r.Header.Get("X-GUID")
-	select {
-	case <-g.release:
-	case <-r.Context().Done():
-		return
-	}
-	g.next.ServeHTTP(w, r)
-}
-
-// holdOnly sends the request for guid through g and every other one
-// straight to next.
-func holdOnly(guid string, g *gate, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-GUID") == guid {
-			g.ServeHTTP(w, r)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// waitArrival waits for the gate to hold a request.
-func (g *gate) waitArrival(t *testing.T) string {
-	t.Helper()
-	select {
-	case guid := <-g.arrived:
-		return guid
-	case <-time.After(10 * time.Second):
-		t.Fatal("no request reached the core")
-		return ""
-	}
+	g := testkit.NewGate(16)
+	return &gate{g, g.Wrap(next)}
 }
 
 // simCore returns a simulator with the SPEC §8 accounts and a short SLOW
 // delay.
 func simCore(delay time.Duration) *coresim.Server {
 	return coresim.New(coresim.Config{Delay: delay})
+}
+
+// gatedSim is a simulator with the SPEC §8 accounts whose arrival hook is
+// g: the requests g holds wait at the core's door.
+func gatedSim(g *testkit.Gate) *coresim.Server {
+	return coresim.New(coresim.Config{Arrived: g.Hold})
 }
 
 // refuseFirstDial is a dialer whose first connection is refused, as a core
@@ -380,15 +343,6 @@ func refuseFirstDial() corecall.DialFunc {
 		}
 		return d.DialContext(ctx, network, addr)
 	}
-}
-
-// closedPort returns an address nothing listens on.
-func closedPort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	assert.NilError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 func blockingDial(ctx context.Context, _, _ string) (net.Conn, error) {

@@ -14,6 +14,7 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -64,14 +65,14 @@ func next(t *testing.T, answers <-chan rawAnswer, deadline <-chan time.Time, wha
 // the core has posted the GUID once.
 func TestE2EOneGUIDHundredFrames(t *testing.T) {
 	const n = 100
-	sim := simCore(0)
 	// Room for every arrival, so that a broken relay sending duplicates
 	// fails this test instead of blocking the core's handlers.
-	core := &gate{arrived: make(chan string, n), release: make(chan struct{}), next: sim}
-	defer core.open()
-	e := startEnv(t, envConfig{core: core, ledger: true, timeout: 30 * time.Second})
+	core := testkit.NewGate(n)
+	defer core.Open()
+	sim := gatedSim(core)
+	e := startEnv(t, envConfig{core: sim, ledger: true, timeout: 30 * time.Second})
 
-	guid := newGUID()
+	guid := testkit.GUID()
 	frame := transferFrame(t, guid)
 	start := make(chan struct{})
 	answers := make(chan rawAnswer, n)
@@ -93,7 +94,7 @@ func TestE2EOneGUIDHundredFrames(t *testing.T) {
 		// duplicate that reached the core would be held too, and the
 		// count of 99 would never be reached.
 		select {
-		case g := <-core.arrived:
+		case g := <-core.Arrived():
 			arrived(g)
 		case r := <-answers:
 			assert.NilError(t, r.err)
@@ -108,9 +109,9 @@ func TestE2EOneGUIDHundredFrames(t *testing.T) {
 	}
 	// Still held: exactly one request is at the core, and it was this GUID.
 	if arrivals == 0 {
-		arrived(core.waitArrival(t))
+		arrived(core.WaitArrival(t))
 	}
-	assert.Equal(t, len(core.arrived), 0, "a second request reached the core")
+	assert.Equal(t, len(core.Arrived()), 0, "a second request reached the core")
 	assert.Equal(t, sim.Stats().Calls, 0, "the held call has not been let through yet")
 	select {
 	case r := <-answers:
@@ -118,7 +119,7 @@ func TestE2EOneGUIDHundredFrames(t *testing.T) {
 	default:
 	}
 
-	core.open()
+	core.Open()
 	owner := next(t, answers, deadline, "the owner's answer")
 	assert.Equal(t, owner.code(), string(generated.RspHTTP200))
 	assert.Equal(t, sim.Stats().ByGUID[guid], 1)
@@ -175,7 +176,7 @@ func TestE2EStoredStates(t *testing.T) {
 		sim := simCore(0)
 		core := &counting{h: sim}
 		e := startEnv(t, envConfig{core: core, ledger: true})
-		guid := newGUID()
+		guid := testkit.GUID()
 		frame := transferFrame(t, guid)
 		first := e.roundTrip(frame)
 		assert.Equal(t, first.code(), string(generated.RspHTTP200))
@@ -197,15 +198,15 @@ func TestE2EStoredStates(t *testing.T) {
 
 	t.Run("UNKNOWN answers E901 without a call", func(t *testing.T) {
 		// The core holds the call past the relay's timeout: E901, UNKNOWN.
-		held := newGate(simCore(0))
-		defer held.open()
-		core := &counting{h: held}
+		held := testkit.NewGate(16)
+		defer held.Open()
+		core := &counting{h: gatedSim(held)}
 		e := startEnv(t, envConfig{core: core, ledger: true, timeout: 100 * time.Millisecond})
-		guid := newGUID()
+		guid := testkit.GUID()
 		frame := transferFrame(t, guid)
 		first := e.roundTrip(frame)
 		assert.Equal(t, first.code(), string(generated.RspReadTimeout))
-		assert.Equal(t, held.waitArrival(t), guid)
+		assert.Equal(t, held.WaitArrival(t), guid)
 		r := e.row(guid)
 		assert.Equal(t, r.State, ledger.StateUnknown)
 		assert.Equal(t, r.RspCode, string(generated.RspReadTimeout))
@@ -216,7 +217,7 @@ func TestE2EStoredStates(t *testing.T) {
 		assert.Equal(t, len(again.raw), generated.HeaderLen)
 		s.guidReused(t)
 		assert.Equal(t, core.calls.Load(), int64(1))
-		assert.Equal(t, len(held.arrived), 0, "never resent")
+		assert.Equal(t, len(held.Arrived()), 0, "never resent")
 
 		es, err := e.led.History(context.Background(), guid)
 		assert.NilError(t, err)
@@ -229,7 +230,7 @@ func TestE2EStoredStates(t *testing.T) {
 		sim := simCore(0)
 		core := &counting{h: sim}
 		e := startEnv(t, envConfig{core: core, ledger: true, dial: refuseFirstDial()})
-		guid := newGUID()
+		guid := testkit.GUID()
 		frame := transferFrame(t, guid)
 		assert.Equal(t, e.roundTrip(frame).code(), string(generated.RspConnectFail))
 		r := e.row(guid)
@@ -283,7 +284,7 @@ func TestE2EStoredStates(t *testing.T) {
 		sim := simCore(0)
 		core := &counting{h: sim}
 		e := startEnv(t, envConfig{core: core, ledger: true})
-		unknownTx, badBody := newGUID(), newGUID()
+		unknownTx, badBody := testkit.GUID(), testkit.GUID()
 
 		f := transferFrame(t, unknownTx)
 		copy(f[4:12], "BKZZ0001")
@@ -360,7 +361,7 @@ func TestE2EManyChannelsOneLedger(t *testing.T) {
 		guids := make([]string, frames)
 		reqs := make([][]byte, frames)
 		for i := range guids {
-			guids[i] = newGUID()
+			guids[i] = testkit.GUID()
 			reqs[i] = transferFrame(t, guids[i], amount(1))
 		}
 		wg.Go(func() {

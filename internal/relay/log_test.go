@@ -15,6 +15,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
+	"lhrelay/internal/testkit"
 )
 
 // logLine is one JSON log record.
@@ -62,7 +63,7 @@ func (oe *observedEnv) frameLines(guid string) []logLine {
 func TestFrameLogLine(t *testing.T) {
 	oe := startObserved(t, observed{level: slog.LevelInfo})
 	c := oe.dial()
-	guid := newGUID()
+	guid := testkit.GUID()
 	assert.Equal(t, oe.send(c, transferFrame(t, guid)).code(), string(generated.RspHTTP200))
 
 	l := oe.frameLine(guid)
@@ -113,7 +114,7 @@ func TestFrameLogRejections(t *testing.T) {
 	oe := startObserved(t, observed{level: slog.LevelInfo})
 	c := oe.dial()
 
-	badGUID := newGUID()
+	badGUID := testkit.GUID()
 	bad := transferFrame(t, badGUID)
 	copy(bad[generated.HeaderLen+34:], "0000000005O00") // letter O in AMOUNT
 	assert.Equal(t, oe.send(c, bad).code(), string(generated.RspBadFrame))
@@ -127,7 +128,7 @@ func TestFrameLogRejections(t *testing.T) {
 	assert.Assert(t, strings.Contains(l["err"].(string), "AMOUNT"), l["err"])
 	assert.Equal(t, l["req"], nil, "no fields of a body that did not decode")
 
-	unknownGUID := newGUID()
+	unknownGUID := testkit.GUID()
 	unknown := transferFrame(t, unknownGUID)
 	copy(unknown[4:12], "BKXX0009")
 	assert.Equal(t, oe.send(c, unknown).code(), string(generated.RspUnknownTx))
@@ -139,7 +140,7 @@ func TestFrameLogRejections(t *testing.T) {
 
 	// An account field that does not decode: the bytes it refused are
 	// masked in the error too.
-	acctGUID := newGUID()
+	acctGUID := testkit.GUID()
 	badAcct := transferFrame(t, acctGUID)
 	copy(badAcct[generated.HeaderLen+3:], "1100200300400X") // WD_ACCT
 	assert.Equal(t, oe.send(c, badAcct).code(), string(generated.RspBadFrame))
@@ -168,8 +169,8 @@ func TestFrameLogRejections(t *testing.T) {
 // TestFrameLogCoreUnreachable: an E902 line (with the core's error) carries
 // no account number.
 func TestFrameLogCoreUnreachable(t *testing.T) {
-	oe := startObserved(t, observed{level: slog.LevelInfo, coreURL: "http://" + closedPort(t)})
-	guid := newGUID()
+	oe := startObserved(t, observed{level: slog.LevelInfo, coreURL: testkit.ClosedURL(t)})
+	guid := testkit.GUID()
 	assert.Equal(t, oe.roundTrip(inquiryFrame(t, guid, acctRich)).code(), string(generated.RspConnectFail))
 	l := oe.frameLine(guid)
 	assert.Equal(t, l["level"], "WARN")
@@ -200,7 +201,7 @@ func TestMaskedError(t *testing.T) {
 // received, unmasked, in its own debug line; the info line stays masked.
 func TestFrameLogDebugUnmasked(t *testing.T) {
 	oe := startObserved(t, observed{level: slog.LevelDebug})
-	guid := newGUID()
+	guid := testkit.GUID()
 	assert.Equal(t, oe.roundTrip(transferFrame(t, guid)).code(), string(generated.RspHTTP200))
 
 	var full int
@@ -222,7 +223,7 @@ func TestFrameLogDebugUnmasked(t *testing.T) {
 // TestFrameLogText: the text handler gets the same line.
 func TestFrameLogText(t *testing.T) {
 	oe := startObserved(t, observed{level: slog.LevelInfo, text: true})
-	guid := newGUID()
+	guid := testkit.GUID()
 	assert.Equal(t, oe.roundTrip(transferFrame(t, guid)).code(), string(generated.RspHTTP200))
 	log := oe.log.String()
 	for _, want := range []string{"level=INFO msg=frame guid=" + guid, " tx=BKTR0001 rsp=0000 state=DONE attempts=1 latency_ms=", " req.wdAcct=11********4005 "} {
@@ -233,19 +234,19 @@ func TestFrameLogText(t *testing.T) {
 // TestShutdownLogLines: Shutdown says how many frames were in flight and
 // that they were finished.
 func TestShutdownLogLines(t *testing.T) {
-	g := newGate(simCore(0))
-	oe := startObserved(t, observed{core: g, level: slog.LevelInfo})
+	g := testkit.NewGate(16)
+	oe := startObserved(t, observed{core: gatedSim(g), level: slog.LevelInfo})
 	c := oe.dial()
-	guid := newGUID()
+	guid := testkit.GUID()
 	_, err := c.Write(transferFrame(t, guid))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 
 	stopping := oe.logW.When("relay stopping")
 	stopped := make(chan error, 1)
 	go func() { stopped <- oe.srv.Shutdown(context.Background()) }()
 	<-stopping
-	g.open()
+	g.Open()
 	assert.Equal(t, oe.read(c).code(), string(generated.RspHTTP200))
 	assert.NilError(t, <-stopped)
 
@@ -288,9 +289,9 @@ func BenchmarkFrameLine(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			s := &Server{log: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: bc.level})), base: context.Background(), metrics: metrics.New()}
 			c := &conn{s: s, remote: "127.0.0.1:40000"}
-			tx, _ := generated.LookupTransaction("BKTR0001")
+			tx := testkit.TransferTx()
 			req := tx.NewRequest()
-			frame := transferFrame(b, newGUID())
+			frame := transferFrame(b, testkit.GUID())
 			if err := req.Decode(string(frame[generated.HeaderLen:])); err != nil {
 				b.Fatal(err)
 			}

@@ -17,7 +17,7 @@ import (
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/metrics"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -43,7 +43,7 @@ type observedEnv struct {
 	*env
 	m          *metrics.Metrics
 	metricsURL string
-	logW       *testutil.SyncBuffer // the relay's log, with When
+	logW       *testkit.SyncBuffer // the relay's log, with When
 }
 
 func startObserved(t *testing.T, o observed) *observedEnv {
@@ -57,7 +57,7 @@ func startObserved(t *testing.T, o observed) *observedEnv {
 	}
 	ec := envConfig{
 		core: o.core, coreURL: o.coreURL, ledger: true, maxConns: o.maxConns, metrics: oe.m,
-		logger: func(buf *testutil.SyncBuffer) *slog.Logger {
+		logger: func(buf *testkit.SyncBuffer) *slog.Logger {
 			oe.logW = buf
 			opts := &slog.HandlerOptions{Level: o.level}
 			if o.text {
@@ -130,15 +130,15 @@ func TestMetricsEndToEnd(t *testing.T) {
 	}})
 	c := oe.dial()
 
-	guid := newGUID()
+	guid := testkit.GUID()
 	first := oe.send(c, transferFrame(t, guid))
 	assert.Equal(t, first.code(), string(generated.RspHTTP200))
 
-	bad := transferFrame(t, newGUID())
+	bad := transferFrame(t, testkit.GUID())
 	copy(bad[generated.HeaderLen+34:], "0000000005O00") // letter O in AMOUNT
 	assert.Equal(t, oe.send(c, bad).code(), string(generated.RspBadFrame))
 
-	unknown := transferFrame(t, newGUID())
+	unknown := transferFrame(t, testkit.GUID())
 	copy(unknown[4:12], "BKXX0009")
 	assert.Equal(t, oe.send(c, unknown).code(), string(generated.RspUnknownTx))
 
@@ -146,7 +146,7 @@ func TestMetricsEndToEnd(t *testing.T) {
 
 	// MaxConns is 1 and c is open: the next connection is refused.
 	extra := oe.dial()
-	extra.Write(transferFrame(t, newGUID()))
+	extra.Write(transferFrame(t, testkit.GUID()))
 	expectClosed(t, extra) // counted before it was closed
 
 	s := oe.scrape()
@@ -208,7 +208,7 @@ func TestMetricsEndToEnd(t *testing.T) {
 func TestReadyzWhileStopping(t *testing.T) {
 	oe := startObserved(t, observed{metrics: true})
 	c := oe.dial()
-	assert.Equal(t, oe.send(c, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, oe.send(c, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	assert.Equal(t, oe.scrape()["lhrelay_connections_open"], "1")
 
 	assert.NilError(t, oe.srv.Shutdown(context.Background()))
@@ -223,14 +223,14 @@ func TestReadyzWhileStopping(t *testing.T) {
 // TestMetricsFrameInFlight: a frame held at the core counts in flight; the
 // other outcomes are counted by their source.
 func TestMetricsFrameInFlight(t *testing.T) {
-	g := newGate(simCore(0))
-	oe := startObserved(t, observed{core: g, metrics: true})
+	g := testkit.NewGate(16)
+	oe := startObserved(t, observed{core: gatedSim(g), metrics: true})
 	slow := oe.dial()
-	_, err := slow.Write(transferFrame(t, newGUID()))
+	_, err := slow.Write(transferFrame(t, testkit.GUID()))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 	assert.Equal(t, oe.scrape()["lhrelay_frames_in_flight"], "1")
-	g.open()
+	g.Open()
 	assert.Equal(t, oe.read(slow).code(), string(generated.RspHTTP200))
 	assert.Equal(t, oe.scrape()["lhrelay_frames_in_flight"], "0")
 }
@@ -279,7 +279,7 @@ func BenchmarkRelayMetrics(b *testing.B) {
 			defer conn.Close()
 			br := bufio.NewReader(conn)
 			var seq uint64
-			frame := transferFrame(b, newGUID(), amount(1))
+			frame := transferFrame(b, testkit.GUID(), amount(1))
 			var answer []byte
 			runLoad(b, 1, func(int) func() error {
 				return func() error {

@@ -19,6 +19,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -116,7 +117,7 @@ func runOverload(b *testing.B, load int, admission bool) {
 		wg.Go(func() {
 			var answer []byte
 			for guid := range frames {
-				f, err := generated.AppendFrame(nil, header(guid, "BKTR0001"), benchBody)
+				f, err := generated.AppendFrame(nil, header(guid, testkit.TransferTx().Code), benchBody)
 				if err != nil {
 					b.Error(err)
 					return

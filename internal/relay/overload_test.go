@@ -24,6 +24,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/testkit"
 )
 
 func newLimiter(t *testing.T, s admit.Settings) *admit.Limiter {
@@ -81,7 +82,7 @@ func TestOverloadShedsInsteadOfUnknowns(t *testing.T) {
 			tick := time.NewTicker(period)
 			defer tick.Stop()
 			for time.Now().Before(stop) {
-				guid := newGUID()
+				guid := testkit.GUID()
 				counts.add(e.send(c, transferFrame(t, guid, amount(1))).code(), guid)
 				<-tick.C
 			}
@@ -112,16 +113,11 @@ func TestOverloadShedsInsteadOfUnknowns(t *testing.T) {
 	}
 }
 
-// heldCore is a core that holds each transfer until released, announcing
-// its arrival; lookups and everything else go straight to the simulator.
-func heldCore(sim *coresim.Server, g *gate) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			g.ServeHTTP(w, r)
-			return
-		}
-		sim.ServeHTTP(w, r)
-	})
+// heldCore is sim behind a gate that holds each transfer (a POST);
+// lookups and everything else go straight through.
+func heldCore(sim *coresim.Server) (*testkit.Gate, http.Handler) {
+	g := testkit.NewGate(16).Only(func(r *http.Request) bool { return r.Method == http.MethodPost })
+	return g, g.Wrap(sim)
 }
 
 // TestShedFramesAreAnsweredFromTheRow: with the one slot taken by a call
@@ -132,23 +128,23 @@ func heldCore(sim *coresim.Server, g *gate) http.Handler {
 // GUID E902 with no row written. The core sees none of them.
 func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 	sim := simCore(0)
-	g := newGate(sim)
+	g, core := heldCore(sim)
 	lim := newLimiter(t, admit.Settings{Max: 1, Fixed: true, Timeout: 5 * time.Second})
-	e := startEnv(t, envConfig{core: heldCore(sim, g), ledger: true, limiter: lim})
+	e := startEnv(t, envConfig{core: core, ledger: true, limiter: lim})
 	ctx := context.Background()
 
 	// Rows in each state, made before the slot is taken.
-	g.open()
-	done := newGUID()
+	g.Open()
+	done := testkit.GUID()
 	doneAnswer := e.roundTrip(transferFrame(t, done))
 	assert.Equal(t, doneAnswer.code(), string(generated.RspHTTP200))
 	claimed := func(guid string) {
 		f := transferFrame(t, guid)
-		c, err := e.led.Claim(ctx, ledger.Request{GUID: guid, TxCode: "BKTR0001", Frame: f, Body: f[generated.HeaderLen:]})
+		c, err := e.led.Claim(ctx, ledger.Request{GUID: guid, TxCode: testkit.TransferTx().Code, Frame: f, Body: f[generated.HeaderLen:]})
 		assert.NilError(t, err)
 		assert.Equal(t, c.Outcome, ledger.Owned)
 	}
-	unknown, failed, sent := newGUID(), newGUID(), newGUID()
+	unknown, failed, sent := testkit.GUID(), testkit.GUID(), testkit.GUID()
 	claimed(unknown)
 	assert.NilError(t, e.led.Finish(ctx, unknown, 1, ledger.Outcome{Why: ledger.Why{Reason: "test"}, State: ledger.StateUnknown, RspCode: string(generated.RspReadTimeout)}))
 	claimed(failed)
@@ -156,12 +152,12 @@ func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 	claimed(sent)
 
 	// Take the only slot with a call the core holds.
-	g2 := newGate(sim)
-	e.core.Config.Handler = heldCore(sim, g2)
-	holder := newGUID()
+	g2, core2 := heldCore(sim)
+	e.core.Config.Handler = core2
+	holder := testkit.GUID()
 	held := make(chan answer, 1)
 	go func() { held <- e.roundTrip(transferFrame(t, holder)) }()
-	g2.waitArrival(t)
+	g2.WaitArrival(t)
 	postsBefore := sim.Stats().Calls
 
 	start := time.Now()
@@ -172,7 +168,7 @@ func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 	assert.Equal(t, e.roundTrip(transferFrame(t, sent)).code(), string(generated.RspInProgress))
 	assert.Equal(t, e.roundTrip(transferFrame(t, done, amount(7))).code(), string(generated.RspGUIDReused))
 	assert.Equal(t, e.roundTrip(transferFrame(t, failed)).code(), string(generated.RspConnectFail))
-	fresh := newGUID()
+	fresh := testkit.GUID()
 	assert.Equal(t, e.roundTrip(transferFrame(t, fresh)).code(), string(generated.RspConnectFail))
 	t.Logf("six shed frames answered in %v", time.Since(start))
 	assert.Equal(t, sim.Stats().Calls, postsBefore, "a shed frame reached the core")
@@ -183,7 +179,7 @@ func TestShedFramesAreAnsweredFromTheRow(t *testing.T) {
 	assert.Equal(t, row.Attempts, 1, "a shed frame re-claims nothing")
 	assert.Assert(t, strings.Contains(e.log.String(), "not admitted"))
 
-	g2.open()
+	g2.Open()
 	assert.Equal(t, (<-held).code(), string(generated.RspHTTP200))
 
 	// reprocess sends the FAILED row once.
@@ -216,7 +212,7 @@ func TestSlowTransfersAmongFastOnesDoNotOpenTheBreaker(t *testing.T) {
 		slow.Go(func() {
 			c := e.dial()
 			for range 2 {
-				guid := newGUID()
+				guid := testkit.GUID()
 				// E901 once sent; E902 if admission saw the recent
 				// timeouts and kept it back.
 				a := e.send(c, transferFrame(t, guid, amount(1), memo("SLOW")))
@@ -233,7 +229,7 @@ func TestSlowTransfersAmongFastOnesDoNotOpenTheBreaker(t *testing.T) {
 					return
 				default:
 				}
-				guid := newGUID()
+				guid := testkit.GUID()
 				counts.add(e.send(c, transferFrame(t, guid, amount(1))).code(), guid)
 			}
 		})
@@ -261,9 +257,9 @@ func TestBreakerOpensOnRefusedConnectionsWithAdmission(t *testing.T) {
 	br, err := breaker.New(breaker.Settings{Name: "core", Failures: 3, Cooldown: time.Minute})
 	assert.NilError(t, err)
 	lim := newLimiter(t, admit.Settings{Max: 8, Timeout: time.Second})
-	e := startEnv(t, envConfig{coreURL: "http://" + closedPort(t), ledger: true, breaker: br, limiter: lim})
+	e := startEnv(t, envConfig{coreURL: testkit.ClosedURL(t), ledger: true, breaker: br, limiter: lim})
 	for range 3 {
-		assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspConnectFail))
+		assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspConnectFail))
 	}
 	assert.Equal(t, br.State(), breaker.Open)
 	assert.Equal(t, lim.InFlight(), 0, "every slot given back")
@@ -317,13 +313,13 @@ func TestFullDiskStillReplays(t *testing.T) {
 	e := startEnv(t, envConfig{core: sim, ledgerOverride: led})
 	e.led = led
 
-	done := newGUID()
+	done := testkit.GUID()
 	first := e.roundTrip(transferFrame(t, done))
 	assert.Equal(t, first.code(), string(generated.RspHTTP200))
 	e.srv.WaitRecorded()
 
 	fill(t, dir)
-	fresh := newGUID()
+	fresh := testkit.GUID()
 	assert.Equal(t, e.roundTrip(transferFrame(t, fresh)).code(), string(generated.RspConnectFail))
 	assert.Equal(t, sim.PostCount(fresh), 0)
 	for range 3 {
@@ -341,16 +337,13 @@ func TestFullDiskStillReplays(t *testing.T) {
 // GUID is replayed, a different request is E904, a new GUID is E902 and
 // never sent.
 func TestReadOnlyDatabaseStillReplays(t *testing.T) {
-	if !pgtest.Available() {
-		t.Skip("no PostgreSQL server binaries")
-	}
 	ctx := context.Background()
 	led, err := ledger.Open(pgtest.URL(t))
 	assert.NilError(t, err)
 	t.Cleanup(func() { led.Close() })
 	sim := simCore(0)
 	e := startEnv(t, envConfig{core: sim, ledgerOverride: led})
-	done := newGUID()
+	done := testkit.GUID()
 	first := e.roundTrip(transferFrame(t, done))
 	assert.Equal(t, first.code(), string(generated.RspHTTP200))
 	e.srv.WaitRecorded()
@@ -371,7 +364,7 @@ func TestReadOnlyDatabaseStillReplays(t *testing.T) {
 	setReadOnly(true)
 	t.Cleanup(func() { setReadOnly(false) })
 
-	fresh := newGUID()
+	fresh := testkit.GUID()
 	assert.Equal(t, e.roundTrip(transferFrame(t, fresh)).code(), string(generated.RspConnectFail))
 	assert.Equal(t, sim.PostCount(fresh), 0)
 	for range 3 {

@@ -16,6 +16,7 @@ import (
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/testkit"
 )
 
 // proxied starts a faultproxy in front of the server of u and returns u
@@ -52,7 +53,7 @@ func TestLostCommitAnswer(t *testing.T) {
 	sim := simCore(0)
 	core := &counting{h: sim}
 	e := startEnv(t, envConfig{core: core, ledger: true, ledgerURL: u})
-	guid := newGUID()
+	guid := testkit.GUID()
 	frame := transferFrame(t, guid)
 
 	proxy.CutAfterCommits(1)
@@ -86,11 +87,11 @@ func TestCancelledSyncWaitIsNotDurable(t *testing.T) {
 	core := &counting{h: sim}
 	e := startEnv(t, envConfig{core: core, ledger: true, ledgerURL: pair.URL()})
 	// A first transfer while the standby keeps up: durable, posted.
-	assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	e.srv.WaitRecorded() // its outcome's commit is not the one held below
 
 	resume := pair.Standby.PauseReplication(t)
-	guid := newGUID()
+	guid := testkit.GUID()
 	start := make(chan struct{})
 	answered := make(chan rawAnswer, 1)
 	sendAsync(e.dial(), transferFrame(t, guid), start, answered)

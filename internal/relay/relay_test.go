@@ -18,6 +18,7 @@ import (
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 )
 
 // TestSpecCodes sends one frame per row of SPEC §4 that a single request
@@ -51,7 +52,7 @@ func TestSpecCodes(t *testing.T) {
 		}, generated.RspBadFrame, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			guid := newGUID()
+			guid := testkit.GUID()
 			before := sim.Stats().Calls
 			a := e.roundTrip(tc.frame(guid))
 			assert.Equal(t, a.code(), string(tc.want))
@@ -88,7 +89,7 @@ func TestSpecCodes(t *testing.T) {
 
 func TestInquiry(t *testing.T) {
 	e := startEnv(t, envConfig{core: simCore(0)})
-	a := e.roundTrip(inquiryFrame(t, newGUID(), acctRich))
+	a := e.roundTrip(inquiryFrame(t, testkit.GUID(), acctRich))
 	assert.Equal(t, a.code(), string(generated.RspHTTP200))
 	var body generated.BKIQ0001Response
 	assert.NilError(t, body.Decode(string(a.raw[generated.HeaderLen:])))
@@ -96,8 +97,8 @@ func TestInquiry(t *testing.T) {
 }
 
 func TestConnectRefusedIsE902(t *testing.T) {
-	e := startEnv(t, envConfig{coreURL: "http://" + closedPort(t), ledger: true})
-	guid := newGUID()
+	e := startEnv(t, envConfig{coreURL: testkit.ClosedURL(t), ledger: true})
+	guid := testkit.GUID()
 	a := e.roundTrip(transferFrame(t, guid))
 	assert.Equal(t, a.code(), string(generated.RspConnectFail))
 	r := e.row(guid)
@@ -108,7 +109,7 @@ func TestConnectRefusedIsE902(t *testing.T) {
 func TestConnectTimeoutIsE902(t *testing.T) {
 	e := startEnv(t, envConfig{coreURL: "http://192.0.2.1:9", dial: blockingDial, connectTimeout: 100 * time.Millisecond, timeout: 5 * time.Second})
 	start := time.Now()
-	a := e.roundTrip(transferFrame(t, newGUID()))
+	a := e.roundTrip(transferFrame(t, testkit.GUID()))
 	assert.Equal(t, a.code(), string(generated.RspConnectFail))
 	assert.Assert(t, time.Since(start) < 2*time.Second)
 }
@@ -135,7 +136,7 @@ func TestCoreAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			core := &counting{h: tc.core}
 			e := startEnv(t, envConfig{core: core, ledger: true})
-			guid := newGUID()
+			guid := testkit.GUID()
 			a := e.roundTrip(transferFrame(t, guid))
 			assert.Equal(t, a.code(), string(tc.want))
 			assert.Equal(t, core.calls.Load(), int64(1))
@@ -147,11 +148,11 @@ func TestCoreAnswers(t *testing.T) {
 
 func TestTimeoutIsE901WithinTimeout(t *testing.T) {
 	g := newGate(reply(200, `{}`))
-	defer g.open()
+	defer g.Open()
 	const timeout = 200 * time.Millisecond
 	e := startEnv(t, envConfig{core: g, timeout: timeout})
 	start := time.Now()
-	a := e.roundTrip(transferFrame(t, newGUID()))
+	a := e.roundTrip(transferFrame(t, testkit.GUID()))
 	elapsed := time.Since(start)
 	assert.Equal(t, a.code(), string(generated.RspReadTimeout))
 	assert.Assert(t, elapsed >= timeout && elapsed < timeout+time.Second, "answered after %v", elapsed)
@@ -160,7 +161,7 @@ func TestTimeoutIsE901WithinTimeout(t *testing.T) {
 func TestOneByteAtATime(t *testing.T) {
 	e := startEnv(t, envConfig{core: simCore(0)})
 	c := e.dial()
-	f := transferFrame(t, newGUID())
+	f := transferFrame(t, testkit.GUID())
 	for i := range f {
 		_, err := c.Write(f[i : i+1])
 		assert.NilError(t, err)
@@ -171,7 +172,7 @@ func TestOneByteAtATime(t *testing.T) {
 func TestTwoFramesInOneWrite(t *testing.T) {
 	e := startEnv(t, envConfig{core: simCore(0)})
 	c := e.dial()
-	g1, g2 := newGUID(), newGUID()
+	g1, g2 := testkit.GUID(), testkit.GUID()
 	_, err := c.Write(append(transferFrame(t, g1), transferFrame(t, g2, wdAcct(acctEmpty))...))
 	assert.NilError(t, err)
 	a1, a2 := e.read(c), e.read(c)
@@ -184,7 +185,7 @@ func TestTwoFramesInOneWrite(t *testing.T) {
 func TestHalfClose(t *testing.T) {
 	e := startEnv(t, envConfig{core: simCore(0)})
 	c := e.dial()
-	g1, g2 := newGUID(), newGUID()
+	g1, g2 := testkit.GUID(), testkit.GUID()
 	_, err := c.Write(append(transferFrame(t, g1), transferFrame(t, g2)...))
 	assert.NilError(t, err)
 	assert.NilError(t, c.(*net.TCPConn).CloseWrite())
@@ -222,7 +223,7 @@ func TestRejectsNeverCallCore(t *testing.T) {
 		{"LEN 0", func(string) []byte { return []byte("0000") }, generated.RspBadFrame},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			guid := newGUID()
+			guid := testkit.GUID()
 			a := e.send(c, tc.frame(guid))
 			assert.Equal(t, a.code(), string(tc.want))
 			assert.Equal(t, len(a.raw), generated.HeaderLen)
@@ -232,12 +233,12 @@ func TestRejectsNeverCallCore(t *testing.T) {
 	assert.Equal(t, core.calls.Load(), int64(0))
 	// The connection is still good.
 	core.h = posted("")
-	assert.Equal(t, e.send(c, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 }
 
 func TestRejectionEchoesRawHeader(t *testing.T) {
 	e := startEnv(t, envConfig{core: reply(500, ``)})
-	f := transferFrame(t, newGUID())
+	f := transferFrame(t, testkit.GUID())
 	copy(f[12:16], "XYZ!") // GUID not hex: unparseable header
 	a := e.roundTrip(f)
 	assert.Equal(t, a.code(), string(generated.RspBadFrame))
@@ -250,7 +251,7 @@ func TestPrefixNotDigits(t *testing.T) {
 	core := &counting{h: reply(500, ``)}
 	e := startEnv(t, envConfig{core: core})
 	c := e.dial()
-	f := transferFrame(t, newGUID())
+	f := transferFrame(t, testkit.GUID())
 	copy(f, "01x3")
 	_, err := c.Write(f)
 	assert.NilError(t, err)
@@ -264,21 +265,20 @@ func TestPrefixNotDigits(t *testing.T) {
 // TestSlowCallDoesNotDelayOthers: one connection waits on the core while
 // another's frame is answered.
 func TestSlowCallDoesNotDelayOthers(t *testing.T) {
-	sim := simCore(0)
-	slowGUID := newGUID()
-	g := newGate(sim)
-	defer g.open()
-	core := holdOnly(slowGUID, g, sim)
+	slowGUID := testkit.GUID()
+	g := testkit.NewGate(16).Only(testkit.ForGUID(slowGUID))
+	defer g.Open()
+	core := gatedSim(g)
 	e := startEnv(t, envConfig{core: core})
 	slow := e.dial()
 	_, err := slow.Write(transferFrame(t, slowGUID))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 
-	fast := e.roundTrip(transferFrame(t, newGUID()))
+	fast := e.roundTrip(transferFrame(t, testkit.GUID()))
 	assert.Equal(t, fast.code(), string(generated.RspHTTP200))
 
-	g.open()
+	g.Open()
 	assert.Equal(t, e.read(slow).code(), string(generated.RspHTTP200))
 }
 
@@ -286,7 +286,7 @@ func TestFrameTimeout(t *testing.T) {
 	core := &counting{h: reply(500, ``)}
 	e := startEnv(t, envConfig{core: core, frameTimeout: 150 * time.Millisecond})
 	c := e.dial()
-	f := transferFrame(t, newGUID())
+	f := transferFrame(t, testkit.GUID())
 	start := time.Now()
 	_, err := c.Write(f[:30])
 	assert.NilError(t, err)
@@ -299,7 +299,7 @@ func TestFrameTimeout(t *testing.T) {
 func TestIdleTimeout(t *testing.T) {
 	e := startEnv(t, envConfig{core: simCore(0), idleTimeout: 150 * time.Millisecond})
 	c := e.dial()
-	assert.Equal(t, e.send(c, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	start := time.Now()
 	expectClosed(t, c)
 	assert.Assert(t, time.Since(start) < 2*time.Second)
@@ -313,11 +313,11 @@ func TestMaxConns(t *testing.T) {
 	e := startEnv(t, envConfig{core: simCore(0), maxConns: 2, maxPerAddr: 2, connDone: func() { gone <- struct{}{} }})
 	c1, c2 := e.dial(), e.dial()
 	// An answer proves each was admitted.
-	assert.Equal(t, e.send(c1, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
-	assert.Equal(t, e.send(c2, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c1, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c2, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 
 	c3 := e.dial()
-	c3.Write(transferFrame(t, newGUID()))
+	c3.Write(transferFrame(t, testkit.GUID()))
 	expectClosed(t, c3)
 	assert.Equal(t, e.srv.Rejected(), int64(1))
 	assert.Equal(t, e.srv.Conns(), 2)
@@ -325,7 +325,7 @@ func TestMaxConns(t *testing.T) {
 	c1.Close()
 	<-gone
 	c4 := e.dial()
-	assert.Equal(t, e.send(c4, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c4, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	assert.Assert(t, strings.Contains(e.log.String(), "max-conns reached"))
 }
 
@@ -344,14 +344,14 @@ func TestStaleKeepAlive(t *testing.T) {
 	sim := simCore(0)
 	e := startEnv(t, envConfig{core: sim, dial: dial})
 	c := e.dial()
-	assert.Equal(t, e.send(c, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	e.core.CloseClientConnections()
 	select {
 	case <-closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the relay's HTTP transport did not notice the core closing")
 	}
-	assert.Equal(t, e.send(c, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(c, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	assert.Equal(t, sim.Stats().Calls, 2)
 }
 
@@ -370,18 +370,17 @@ func (n *notifyClose) Close() error {
 // recorded, idle connections are closed, new ones refused, and Shutdown
 // returns nil.
 func TestShutdownFinishesFrameInFlight(t *testing.T) {
-	sim := simCore(0)
-	inflight := newGUID()
-	g := newGate(sim)
-	defer g.open()
-	core := holdOnly(inflight, g, sim)
+	inflight := testkit.GUID()
+	g := testkit.NewGate(16).Only(testkit.ForGUID(inflight))
+	defer g.Open()
+	core := gatedSim(g)
 	e := startEnv(t, envConfig{core: core, ledger: true})
 	idle := e.dial()
-	assert.Equal(t, e.send(idle, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(idle, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	busy := e.dial()
 	_, err := busy.Write(transferFrame(t, inflight))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.srv.Shutdown(context.Background()) }()
@@ -395,7 +394,7 @@ func TestShutdownFinishesFrameInFlight(t *testing.T) {
 	default:
 	}
 
-	g.open()
+	g.Open()
 	a := e.read(busy)
 	assert.Equal(t, a.code(), string(generated.RspHTTP200))
 	expectClosed(t, busy)
@@ -407,13 +406,13 @@ func TestShutdownFinishesFrameInFlight(t *testing.T) {
 // flight is cancelled, classified and recorded: no row is left SENT.
 func TestShutdownDeadline(t *testing.T) {
 	g := newGate(reply(200, `{}`))
-	defer g.open()
+	defer g.Open()
 	e := startEnv(t, envConfig{core: g, ledger: true, timeout: time.Minute})
 	busy := e.dial()
-	guid := newGUID()
+	guid := testkit.GUID()
 	_, err := busy.Write(transferFrame(t, guid))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -449,7 +448,7 @@ func TestPanicRecovery(t *testing.T) {
 			}
 			e := startEnv(t, envConfig{core: core, ledger: true, hook: hook})
 			c := e.dial()
-			guid := newGUID()
+			guid := testkit.GUID()
 			a := e.send(c, transferFrame(t, guid))
 			assert.Equal(t, a.code(), string(tc.want))
 			assert.Equal(t, a.hdr.GUID, guid)
@@ -467,7 +466,7 @@ func TestPanicRecovery(t *testing.T) {
 			assert.Assert(t, strings.Contains(log, "goroutine"), "stack logged")
 
 			// The relay goes on serving.
-			assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+			assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 		})
 	}
 }
@@ -475,7 +474,7 @@ func TestPanicRecovery(t *testing.T) {
 func TestLedgerReplay(t *testing.T) {
 	sim := simCore(0)
 	e := startEnv(t, envConfig{core: sim, ledger: true})
-	guid := newGUID()
+	guid := testkit.GUID()
 	f := transferFrame(t, guid)
 	first := e.roundTrip(f)
 	assert.Equal(t, first.code(), string(generated.RspHTTP200))
@@ -491,7 +490,7 @@ func TestLedgerReplay(t *testing.T) {
 func TestLedgerGUIDReused(t *testing.T) {
 	sim := simCore(0)
 	e := startEnv(t, envConfig{core: sim, ledger: true})
-	guid := newGUID()
+	guid := testkit.GUID()
 	assert.Equal(t, e.roundTrip(transferFrame(t, guid)).code(), string(generated.RspHTTP200))
 	a := e.roundTrip(transferFrame(t, guid, amount(1)))
 	assert.Equal(t, a.code(), string(generated.RspGUIDReused))
@@ -501,29 +500,29 @@ func TestLedgerGUIDReused(t *testing.T) {
 }
 
 func TestLedgerInProgress(t *testing.T) {
-	g := newGate(simCore(0))
-	defer g.open()
-	e := startEnv(t, envConfig{core: g, ledger: true})
-	guid := newGUID()
+	g := testkit.NewGate(16)
+	defer g.Open()
+	e := startEnv(t, envConfig{core: gatedSim(g), ledger: true})
+	guid := testkit.GUID()
 	first := e.dial()
 	_, err := first.Write(transferFrame(t, guid))
 	assert.NilError(t, err)
-	g.waitArrival(t) // claimed (SENT) and at the core
+	g.WaitArrival(t) // claimed (SENT) and at the core
 
 	start := time.Now()
 	a := e.roundTrip(transferFrame(t, guid))
 	assert.Equal(t, a.code(), string(generated.RspInProgress))
 	assert.Assert(t, time.Since(start) < time.Second, "answered at once")
 
-	g.open()
+	g.Open()
 	assert.Equal(t, e.read(first).code(), string(generated.RspHTTP200))
-	assert.Equal(t, len(g.arrived), 0, "the duplicate never reached the core")
+	assert.Equal(t, len(g.Arrived()), 0, "the duplicate never reached the core")
 }
 
 func TestLedgerUnknownIsNotResent(t *testing.T) {
 	sim := simCore(300 * time.Millisecond)
 	e := startEnv(t, envConfig{core: sim, ledger: true, timeout: 50 * time.Millisecond})
-	guid := newGUID()
+	guid := testkit.GUID()
 	f := transferFrame(t, guid, memo("SLOW"))
 	assert.Equal(t, e.roundTrip(f).code(), string(generated.RspReadTimeout))
 	assert.Equal(t, e.roundTrip(f).code(), string(generated.RspReadTimeout))
@@ -536,7 +535,7 @@ func TestLedgerUnknownIsNotResent(t *testing.T) {
 func TestLedgerFailedIsResent(t *testing.T) {
 	sim := simCore(0)
 	e := startEnv(t, envConfig{core: sim, ledger: true, dial: refuseFirstDial()})
-	guid := newGUID()
+	guid := testkit.GUID()
 	f := transferFrame(t, guid)
 	assert.Equal(t, e.roundTrip(f).code(), string(generated.RspConnectFail))
 	assert.Equal(t, e.row(guid).State, ledger.StateFailed)
@@ -589,7 +588,7 @@ func TestLedgerClaimErrorIsE902(t *testing.T) {
 	core := &counting{h: simCore(0)}
 	bl := &brokenLedger{claimErr: errors.New("disk I/O error"), finished: make(chan string, 1)}
 	e := startEnv(t, envConfig{core: core, ledgerOverride: bl})
-	assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspConnectFail))
+	assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspConnectFail))
 	assert.Equal(t, core.calls.Load(), int64(0))
 	assert.Equal(t, len(bl.finished), 0)
 }
@@ -597,7 +596,7 @@ func TestLedgerClaimErrorIsE902(t *testing.T) {
 func TestLedgerFinishErrorStillAnswersTheOutcome(t *testing.T) {
 	bl := &brokenLedger{finishErr: errors.New("disk I/O error"), finished: make(chan string, 1)}
 	e := startEnv(t, envConfig{core: simCore(0), ledgerOverride: bl})
-	assert.Equal(t, e.roundTrip(transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
 	assert.Equal(t, <-bl.finished, string(generated.RspHTTP200))
 	e.srv.WaitRecorded() // the failure is logged before the recording counts as over
 	assert.Assert(t, strings.Contains(e.log.String(), "row stays SENT"))
@@ -631,7 +630,7 @@ func TestLedgerLockedAtClaim(t *testing.T) {
 	sim := simCore(0)
 	core := &counting{h: sim}
 	e := startEnv(t, envConfig{core: core, ledger: true, ledgerOpts: []ledger.Option{ledger.WithBusyTimeout(50 * time.Millisecond)}})
-	guid := newGUID()
+	guid := testkit.GUID()
 	release := holdWriteLock(t, e.led.Path())
 	assert.Equal(t, e.roundTrip(transferFrame(t, guid)).code(), string(generated.RspConnectFail))
 	release()
@@ -652,13 +651,13 @@ func answerUnderLock(t *testing.T, core http.Handler, frame func(guid string) []
 	t.Helper()
 	g := newGate(core)
 	e = startEnv(t, envConfig{core: g, ledger: true, ledgerOpts: []ledger.Option{ledger.WithBusyTimeout(busy)}})
-	guid = newGUID()
+	guid = testkit.GUID()
 	c = e.dial()
 	_, err := c.Write(frame(guid))
 	assert.NilError(t, err)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 	release = holdWriteLock(t, e.led.Path())
-	g.open()
+	g.Open()
 	return e, c, guid, release
 }
 

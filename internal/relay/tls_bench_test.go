@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"lhrelay/internal/corecall"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 )
 
 // BenchmarkTLSRelay compares, in one run, the relay (no ledger) at 64
@@ -49,7 +49,7 @@ func runTLSLeg(b *testing.B, secure bool, conc int, nextGUID func() uint64) benc
 	clientCfg := corecall.Config{Timeout: 10 * time.Second, MaxIdleConns: conc}
 	var relayTLS, chanTLS *tls.Config
 	if secure {
-		relayCA, channelCA, coreCA := testutil.NewCA(b, "relay CA"), testutil.NewCA(b, "channel CA"), testutil.NewCA(b, "core CA")
+		relayCA, channelCA, coreCA := testkit.NewCA(b, "relay CA"), testkit.NewCA(b, "channel CA"), testkit.NewCA(b, "core CA")
 		core.TLS = &tls.Config{
 			Certificates:     []tls.Certificate{coreCA.Server(b, "core").TLS},
 			ClientAuth:       tls.RequireAndVerifyClientCert,

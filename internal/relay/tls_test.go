@@ -16,7 +16,7 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/tlsconf"
 )
 
@@ -49,7 +49,7 @@ func (e *env) expectRefused(cfg *tls.Config, frame []byte) {
 
 // channelTLS is the relay's channel side: a server certificate from
 // serverCA, client certificates required from channelCA.
-func channelTLS(t testing.TB, serverCA, channelCA *testutil.CA) *tls.Config {
+func channelTLS(t testing.TB, serverCA, channelCA *testkit.CA) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{serverCA.Server(t, "relay").TLS},
@@ -59,13 +59,13 @@ func channelTLS(t testing.TB, serverCA, channelCA *testutil.CA) *tls.Config {
 }
 
 func TestTLSChannel(t *testing.T) {
-	serverCA, channelCA, otherCA := testutil.NewCA(t, "relay CA"), testutil.NewCA(t, "channel CA"), testutil.NewCA(t, "other CA")
+	serverCA, channelCA, otherCA := testkit.NewCA(t, "relay CA"), testkit.NewCA(t, "channel CA"), testkit.NewCA(t, "other CA")
 	core := &counting{h: simCore(0)}
 	oe := startObserved(t, observed{core: core, metrics: true, more: func(c *envConfig) {
 		c.tls = channelTLS(t, serverCA, channelCA)
 	}})
 
-	guid := newGUID()
+	guid := testkit.GUID()
 	c := oe.dialTLS(&tls.Config{RootCAs: serverCA.Pool(), Certificates: []tls.Certificate{channelCA.Client(t, "atm-0001").TLS}})
 	a := oe.send(c, transferFrame(t, guid))
 	assert.Equal(t, a.code(), string(generated.RspHTTP200))
@@ -82,7 +82,7 @@ func TestTLSChannel(t *testing.T) {
 		{"plain TCP", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			guid := newGUID()
+			guid := testkit.GUID()
 			oe.expectRefused(tc.cfg, transferFrame(t, guid))
 			oe.noRow(guid)
 		})
@@ -96,7 +96,7 @@ func TestTLSChannel(t *testing.T) {
 // connection's handshake uses the new certificate, an open connection
 // keeps going, and a bad new file keeps the old certificate.
 func TestTLSChannelReload(t *testing.T) {
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	dir := t.TempDir()
 	files := tlsconf.ServerFiles{Cert: filepath.Join(dir, "relay.crt"), Key: filepath.Join(dir, "relay.key")}
 	ca.Server(t, "relay-v1").WriteFiles(t, dir, "relay")
@@ -113,17 +113,17 @@ func TestTLSChannelReload(t *testing.T) {
 	assert.NilError(t, srvTLS.Reload())
 	next := e.dialTLS(clientCfg)
 	assert.Equal(t, serverName(next), "relay-v2")
-	assert.Equal(t, e.send(next, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200))
-	assert.Equal(t, e.send(old, transferFrame(t, newGUID())).code(), string(generated.RspHTTP200), "an open connection is not dropped")
+	assert.Equal(t, e.send(next, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
+	assert.Equal(t, e.send(old, transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200), "an open connection is not dropped")
 
-	testutil.WriteFile(t, files.Cert, []byte("not a certificate"))
+	testkit.WriteFile(t, files.Cert, []byte("not a certificate"))
 	assert.ErrorContains(t, srvTLS.Reload(), "--tls-cert")
 	assert.Equal(t, serverName(e.dialTLS(clientCfg)), "relay-v2", "a bad file keeps the certificate in force")
 }
 
 // startMTLSCore is an https simulator requiring a client certificate from
 // clientCA; it counts handshakes.
-func startMTLSCore(t *testing.T, serverCA, clientCA *testutil.CA, h http.Handler) (*httptest.Server, *atomic.Int64) {
+func startMTLSCore(t *testing.T, serverCA, clientCA *testkit.CA, h http.Handler) (*httptest.Server, *atomic.Int64) {
 	var handshakes atomic.Int64
 	srv := httptest.NewUnstartedServer(h)
 	srv.TLS = &tls.Config{
@@ -141,7 +141,7 @@ func startMTLSCore(t *testing.T, serverCA, clientCA *testutil.CA, h http.Handler
 }
 
 func TestTLSBothSides(t *testing.T) {
-	relayCA, channelCA, coreCA := testutil.NewCA(t, "relay CA"), testutil.NewCA(t, "channel CA"), testutil.NewCA(t, "core CA")
+	relayCA, channelCA, coreCA := testkit.NewCA(t, "relay CA"), testkit.NewCA(t, "channel CA"), testkit.NewCA(t, "core CA")
 	core, handshakes := startMTLSCore(t, coreCA, relayCA, simCore(0))
 	e := startEnv(t, envConfig{
 		coreURL: core.URL, ledger: true,
@@ -150,7 +150,7 @@ func TestTLSBothSides(t *testing.T) {
 	})
 	c := e.dialTLS(&tls.Config{RootCAs: relayCA.Pool(), Certificates: []tls.Certificate{channelCA.Client(t, "branch-7").TLS}})
 	for range 5 {
-		guid := newGUID()
+		guid := testkit.GUID()
 		assert.Equal(t, e.send(c, transferFrame(t, guid)).code(), string(generated.RspHTTP200))
 		assert.Equal(t, e.row(guid).RspCode, string(generated.RspHTTP200))
 	}
@@ -158,13 +158,13 @@ func TestTLSBothSides(t *testing.T) {
 }
 
 func TestTLSCoreNotTrusted(t *testing.T) {
-	relayCA, coreCA, otherCA := testutil.NewCA(t, "relay CA"), testutil.NewCA(t, "core CA"), testutil.NewCA(t, "other CA")
+	relayCA, coreCA, otherCA := testkit.NewCA(t, "relay CA"), testkit.NewCA(t, "core CA"), testkit.NewCA(t, "other CA")
 	sim := &counting{h: simCore(0)}
 	core, _ := startMTLSCore(t, coreCA, relayCA, sim)
 	oe := startObserved(t, observed{coreURL: core.URL, more: func(c *envConfig) {
 		c.coreTLS = &tls.Config{RootCAs: otherCA.Pool(), Certificates: []tls.Certificate{relayCA.Client(t, "relay").TLS}}
 	}})
-	guid := newGUID()
+	guid := testkit.GUID()
 	assert.Equal(t, oe.roundTrip(transferFrame(t, guid)).code(), string(generated.RspConnectFail))
 	row := oe.row(guid)
 	assert.Equal(t, row.State, ledger.StateFailed)
@@ -178,7 +178,7 @@ func TestTLSCoreNotTrusted(t *testing.T) {
 // the connection, so a client that connects and says nothing over TLS
 // holds nothing.
 func TestTLSChannelHandshakeTimeout(t *testing.T) {
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	closed := make(chan struct{}, 1)
 	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: 100 * time.Millisecond, tls: &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "relay").TLS}},
 		connDone: func() { closed <- struct{}{} }})

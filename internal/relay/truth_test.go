@@ -15,9 +15,11 @@ import (
 
 	"lhrelay/internal/batch"
 	"lhrelay/internal/corecall"
+	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
+	"lhrelay/internal/testkit"
 )
 
 // These tests are about the core's answer as the truth (SPEC 5.5, 6): a
@@ -65,7 +67,7 @@ func TestPost200AboutAnotherTransferIsUnknownThenSettledByLookup(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			sim := simCore(0)
 			e := startEnv(t, envConfig{core: aboutGUID(sim, about), ledger: true})
-			guid := newGUID()
+			guid := testkit.GUID()
 			frame := transferFrame(t, guid)
 
 			assert.Equal(t, e.roundTrip(frame).code(), string(generated.RspReadTimeout))
@@ -88,37 +90,33 @@ func TestPost200AboutAnotherTransferIsUnknownThenSettledByLookup(t *testing.T) {
 	}
 }
 
-// holdFirst sends the first request for guid through g and every later
-// one (the resend) straight to next.
-func holdFirst(guid string, g *gate, next http.Handler) http.Handler {
+// holdFirst is a simulator holding at g the first POST for guid; a later
+// one (the resend) passes.
+func holdFirst(guid string) (*testkit.Gate, *coresim.Server) {
 	var seen atomic.Bool
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-GUID") == guid && r.Method == http.MethodPost && !seen.Swap(true) {
-			g.ServeHTTP(w, r)
-			return
-		}
-		next.ServeHTTP(w, r)
+	g := testkit.NewGate(16).Only(func(r *http.Request) bool {
+		return testkit.ForGUID(guid)(r) && r.Method == http.MethodPost && !seen.Swap(true)
 	})
+	return g, gatedSim(g)
 }
 
 func TestLateAnswerAfterAnEarlySettleIsRecorded(t *testing.T) {
-	sim := simCore(0)
-	guid := newGUID()
-	g := newGate(sim)
-	e := startEnv(t, envConfig{core: holdFirst(guid, g, sim), ledger: true})
+	guid := testkit.GUID()
+	g, sim := holdFirst(guid)
+	e := startEnv(t, envConfig{core: sim, ledger: true})
 	frame := transferFrame(t, guid)
 
 	go1 := make(chan struct{})
 	answered := make(chan rawAnswer, 1)
 	sendAsync(e.dial(), frame, go1, answered)
 	close(go1)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 	// A lookup while the POST is held at the core's door: not posted yet.
 	sum := resolveNow(t, e)
 	assert.Equal(t, sum.Count("failed"), 1)
 	assert.Equal(t, e.row(guid).State, ledger.StateFailed)
 
-	g.open()
+	g.Open()
 	a := next(t, answered, time.After(10*time.Second), "the held call's answer")
 	assert.Equal(t, a.code(), string(generated.RspHTTP200))
 	row := e.row(guid)
@@ -134,11 +132,10 @@ func TestLateAnswerAfterAnEarlySettleIsRecorded(t *testing.T) {
 }
 
 func TestLateAnswerAfterAReclaimIsReportedAndLeftAlone(t *testing.T) {
-	sim := simCore(0)
-	guid := newGUID()
-	g := newGate(sim)
+	guid := testkit.GUID()
+	g, sim := holdFirst(guid)
 	m := metrics.New()
-	e := startEnv(t, envConfig{core: holdFirst(guid, g, sim), ledger: true, metrics: m})
+	e := startEnv(t, envConfig{core: sim, ledger: true, metrics: m})
 	m.WatchLedger(e.led)
 	frame := transferFrame(t, guid)
 
@@ -146,14 +143,14 @@ func TestLateAnswerAfterAReclaimIsReportedAndLeftAlone(t *testing.T) {
 	first := make(chan rawAnswer, 1)
 	sendAsync(e.dial(), frame, go1, first)
 	close(go1)
-	g.waitArrival(t)
+	g.WaitArrival(t)
 	resolveNow(t, e) // too early: FAILED/E902
 	// The channel's resend re-claims the row and is posted.
 	second := e.roundTrip(frame)
 	assert.Equal(t, second.code(), string(generated.RspHTTP200))
 	assert.Equal(t, e.row(guid).Attempts, 2)
 
-	g.open()
+	g.Open()
 	next(t, first, time.After(10*time.Second), "the held call's answer")
 	e.srv.WaitRecorded()
 	row := e.row(guid)

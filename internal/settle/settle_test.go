@@ -5,55 +5,53 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/channel"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
-	"lhrelay/internal/ledger/ledgertest"
 	"lhrelay/internal/outcome"
 	"lhrelay/internal/pgtest"
 	"lhrelay/internal/settle"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
-// lookupCore is the simulator behind a server that counts the lookups of
-// each GUID and can hold the first lookup until the test lets it go.
+// lookupCore is the simulator behind a server, counting the lookups (GETs)
+// of each GUID as they reach it; with hold, the first lookup waits at
+// its gate until the test opens it.
 type lookupCore struct {
 	sim     *coresim.Server
 	srv     *httptest.Server
 	mu      sync.Mutex
 	lookups map[string]int
-	arrived chan struct{} // closed at the first lookup
-	hold    chan struct{} // the first lookup waits for it
-	once    sync.Once
+	gate    *testkit.Gate // nil without hold
 }
 
 func newLookupCore(t *testing.T, hold bool) *lookupCore {
-	c := &lookupCore{sim: coresim.New(coresim.Config{}), lookups: map[string]int{}, arrived: make(chan struct{})}
+	c := &lookupCore{lookups: map[string]int{}}
 	if hold {
-		c.hold = make(chan struct{})
+		var first atomic.Bool
+		c.gate = testkit.NewGate(1).Only(func(*http.Request) bool { return !first.Swap(true) })
 	}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if guid, ok := strings.CutPrefix(r.URL.Path, "/v1/transfers/"); ok && r.Method == http.MethodGet {
-			c.mu.Lock()
-			c.lookups[guid]++
-			c.mu.Unlock()
-			first := false
-			c.once.Do(func() { first = true; close(c.arrived) })
-			if first && c.hold != nil {
-				<-c.hold
-			}
+	c.sim = coresim.New(coresim.Config{Arrived: func(r *http.Request) {
+		if r.Method != http.MethodGet {
+			return
 		}
-		c.sim.ServeHTTP(w, r)
-	}))
+		c.mu.Lock()
+		c.lookups[r.Header.Get("X-Guid")]++
+		c.mu.Unlock()
+		if c.gate != nil {
+			c.gate.Hold(r)
+		}
+	}})
+	c.srv = httptest.NewServer(c.sim)
 	t.Cleanup(c.srv.Close)
 	return c
 }
@@ -71,10 +69,9 @@ func seedUnknown(t *testing.T, l *ledger.Ledger, c *lookupCore, n int) []string 
 	ctx := context.Background()
 	guids := make([]string, n)
 	for i := range guids {
-		guids[i] = channel.NewGUID()
-		frame, err := channel.BuildRequest("BKTR0001", guids[i], channel.WithDefaults(generated.ClientDefault(), nil), time.Now())
-		assert.NilError(t, err)
-		claim, err := l.Claim(ctx, ledger.Request{GUID: guids[i], TxCode: "BKTR0001", Frame: frame, Body: frame[generated.HeaderLen:]})
+		guids[i] = testkit.GUID()
+		frame := testkit.Transfer(t, guids[i], nil)
+		claim, err := l.Claim(ctx, ledger.Request{GUID: guids[i], TxCode: testkit.TransferTx().Code, Frame: frame, Body: frame[generated.HeaderLen:]})
 		assert.NilError(t, err)
 		assert.Equal(t, claim.Outcome, ledger.Owned)
 		r, err := wire.ParseRequest(frame)
@@ -109,7 +106,7 @@ func newSettler(t *testing.T, l *ledger.Ledger, core *corecall.Client, coreDown 
 // one runs the round, the other finds it locked, and each row is looked up
 // exactly once (counted at the core).
 func TestTwoRelaysOneRound(t *testing.T) {
-	ledgertest.Run(t, twoRelaysOneRound)
+	testkit.EachStore(t, twoRelaysOneRound)
 }
 
 func twoRelaysOneRound(t *testing.T, db string) {
@@ -127,11 +124,11 @@ func twoRelaysOneRound(t *testing.T, db string) {
 		res, sum := newSettler(t, a, core.client(t), nil).Round(context.Background())
 		first <- round{res, sum.Count("done"), sum.Count("failed")}
 	}()
-	<-core.arrived // a holds the round and is looking a row up
+	core.gate.WaitArrival(t) // a holds the round and is looking a row up
 	res, sum := newSettler(t, b, core.client(t), nil).Round(context.Background())
 	assert.Equal(t, res, settle.Locked)
 	assert.Assert(t, sum == nil)
-	close(core.hold)
+	core.gate.Open()
 	got := <-first
 	assert.Equal(t, got, round{settle.Ran, 25, 25})
 

@@ -7,17 +7,17 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/testutil"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/tlsconf"
 )
 
 func TestCoreFiles(t *testing.T) {
 	dir := t.TempDir()
-	ca := testutil.NewCA(t, "core CA")
+	ca := testkit.NewCA(t, "core CA")
 	caFile := ca.WriteCA(t, dir, "ca")
 	cert, key := ca.Client(t, "relay").WriteFiles(t, dir, "relay")
 	junk := filepath.Join(dir, "junk.pem")
-	testutil.WriteFile(t, junk, []byte("junk"))
+	testkit.WriteFile(t, junk, []byte("junk"))
 
 	cfg, err := tlsconf.CoreFiles{}.Config("http://core:8080")
 	assert.NilError(t, err)
@@ -47,7 +47,7 @@ func TestCoreFiles(t *testing.T) {
 
 func TestServerReloadKeepsOldOnError(t *testing.T) {
 	dir := t.TempDir()
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	cert, key := ca.Server(t, "v1").WriteFiles(t, dir, "relay")
 	files := tlsconf.ServerFiles{Cert: cert, Key: key, ClientCA: ca.WriteCA(t, dir, "clients")}
 	s, err := tlsconf.NewServer(files)
@@ -64,7 +64,7 @@ func TestServerReloadKeepsOldOnError(t *testing.T) {
 	ca.Server(t, "v2").WriteFiles(t, dir, "relay")
 	assert.NilError(t, s.Reload())
 	assert.Equal(t, current(), "v2")
-	testutil.WriteFile(t, key, []byte("junk"))
+	testkit.WriteFile(t, key, []byte("junk"))
 	assert.ErrorContains(t, s.Reload(), "--tls-key")
 	assert.Equal(t, current(), "v2")
 
@@ -76,7 +76,7 @@ func TestServerReloadKeepsOldOnError(t *testing.T) {
 // TLS 1.2 fails the handshake; TLS 1.2 with AES-GCM and TLS 1.3 pass.
 func TestServerSpeaksAEADOnly(t *testing.T) {
 	dir := t.TempDir()
-	ca := testutil.NewCA(t, "relay CA")
+	ca := testkit.NewCA(t, "relay CA")
 	cert, key := ca.Server(t, "relay").WriteFiles(t, dir, "relay")
 	s, err := tlsconf.NewServer(tlsconf.ServerFiles{Cert: cert, Key: key})
 	assert.NilError(t, err)

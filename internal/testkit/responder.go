@@ -1,8 +1,8 @@
-// Package channeltest runs a tiny LH-STD responder on 127.0.0.1 for tests of
-// channel clients: it reads frames with the real wire code and answers each
-// with a proper R frame, so a client can be tested over real TCP without the
-// relay. It is test support only.
-package channeltest
+// A tiny LH-STD responder on 127.0.0.1 for tests of channel clients: it
+// reads frames with the real wire code and answers each with a proper R
+// frame, so that a client is tested over real TCP without the relay.
+
+package testkit
 
 import (
 	"crypto/tls"
@@ -40,17 +40,11 @@ type Responder struct {
 // A nil handler answers like a healthy relay: see Answer0000.
 func Start(t testing.TB, h Handler) *Responder {
 	t.Helper()
-	if h == nil {
-		h = Answer0000
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("channeltest: listen: %v", err)
-	}
-	return startOn(t, h, ln)
+	return StartTLS(t, h, nil)
 }
 
-// StartTLS is Start serving TLS with cfg, as a relay with --tls-cert does.
+// StartTLS is Start serving TLS with cfg, as a relay with --tls-cert does;
+// a nil cfg serves plain TCP.
 func StartTLS(t testing.TB, h Handler, cfg *tls.Config) *Responder {
 	t.Helper()
 	if h == nil {
@@ -58,9 +52,12 @@ func StartTLS(t testing.TB, h Handler, cfg *tls.Config) *Responder {
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("channeltest: listen: %v", err)
+		t.Fatalf("testkit: listen: %v", err)
 	}
-	return startOn(t, h, tls.NewListener(ln, cfg))
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
+	}
+	return startOn(t, h, ln)
 }
 
 func startOn(t testing.TB, h Handler, ln net.Listener) *Responder {
@@ -207,7 +204,7 @@ func SampleResponse(tx *generated.Transaction, now time.Time) (generated.Respons
 		}
 		try[fe.Field]++
 		if try[fe.Field] >= len(candidates) {
-			return nil, fmt.Errorf("channeltest: no sample value fits %s: %w", fe.Field, err)
+			return nil, fmt.Errorf("testkit: no sample value fits %s: %w", fe.Field, err)
 		}
 		for _, f := range fields {
 			if f.Name == fe.Field {
@@ -215,11 +212,11 @@ func SampleResponse(tx *generated.Transaction, now time.Time) (generated.Respons
 				for body.Set(f.JSON, candidates[try[fe.Field]]) != nil {
 					try[fe.Field]++
 					if try[fe.Field] >= len(candidates) {
-						return nil, fmt.Errorf("channeltest: no sample value fits %s: %w", fe.Field, err)
+						return nil, fmt.Errorf("testkit: no sample value fits %s: %w", fe.Field, err)
 					}
 				}
 			}
 		}
 	}
-	return nil, fmt.Errorf("channeltest: cannot fill a %s response", tx.Code)
+	return nil, fmt.Errorf("testkit: cannot fill a %s response", tx.Code)
 }

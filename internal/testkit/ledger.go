@@ -1,9 +1,7 @@
-// Package ledgertest runs a test on each ledger store — a SQLite file and a
-// PostgreSQL schema (internal/pgtest) — and reaches a ledger's rows from
-// outside package ledger, as another process would: to put rows in a state
-// or an age the ledger's own methods never produce. It does not import
-// package ledger, so that package's own tests can use it too.
-package ledgertest
+// The ledger's two stores for tests, and its rows reached from outside
+// package ledger, as another process would reach them.
+
+package testkit
 
 import (
 	"context"
@@ -33,20 +31,17 @@ var Stores = []Store{
 	{"postgres", pgtest.URL},
 }
 
-// Run runs fn as a subtest per store, with a fresh --db value each.
-func Run(t *testing.T, fn func(t *testing.T, db string)) {
+// EachStore runs fn as a subtest per store, with a fresh --db value each:
+// every rule of the ledger holds on both.
+func EachStore(t *testing.T, fn func(t *testing.T, db string)) {
 	t.Helper()
 	for _, s := range Stores {
 		t.Run(s.Name, func(t *testing.T) { fn(t, s.New(t)) })
 	}
 }
 
-// IsPostgres reports whether db names a PostgreSQL ledger.
-func IsPostgres(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
-}
-
-// Raw is a connection to a ledger outside package ledger. Its statements
+// Raw is a connection to a ledger outside package ledger, to put rows in a
+// state or an age the ledger's own methods never produce. Its statements
 // use '?' placeholders on both stores, and Now and Time stand for the
 // store's own time values.
 type Raw struct {
@@ -55,15 +50,17 @@ type Raw struct {
 	db *sql.DB
 }
 
-// Open connects to the ledger at db (which must exist) and closes the
-// connection when the test ends.
-func Open(t testing.TB, db string) *Raw {
+// OpenRaw connects to the ledger at db (which must exist) and closes the
+// connection when the test ends. postgres is ledger.IsURL(db): the kit does
+// not import package ledger, whose own tests use it, so the caller asks the
+// ledger which store db names.
+func OpenRaw(t testing.TB, db string, postgres bool) *Raw {
 	t.Helper()
 	r := &Raw{t: t}
-	if IsPostgres(db) {
+	if postgres {
 		c, err := pgx.Connect(context.Background(), db)
 		if err != nil {
-			t.Fatalf("ledgertest: %v", err)
+			t.Fatalf("testkit: %v", err)
 		}
 		r.pg = c
 		t.Cleanup(func() { c.Close(context.Background()) })
@@ -71,14 +68,15 @@ func Open(t testing.TB, db string) *Raw {
 	}
 	d, err := sql.Open("sqlite3", "file:"+db+"?mode=rw&_busy_timeout=10000")
 	if err != nil {
-		t.Fatalf("ledgertest: %v", err)
+		t.Fatalf("testkit: %v", err)
 	}
 	r.db = d
 	t.Cleanup(func() { d.Close() })
 	return r
 }
 
-// Postgres reports whether the ledger is a PostgreSQL one.
+// Postgres reports whether the ledger is a PostgreSQL one, for statements
+// each store spells its own way.
 func (r *Raw) Postgres() bool { return r.pg != nil }
 
 // Now is the SQL for the store's current time, as updated_at holds it.
@@ -103,7 +101,7 @@ func (r *Raw) Exec(q string, args ...any) int64 {
 	r.t.Helper()
 	n, err := r.TryExec(q, args...)
 	if err != nil {
-		r.t.Fatalf("ledgertest: %s: %v", q, err)
+		r.t.Fatalf("testkit: %s: %v", q, err)
 	}
 	return n
 }
@@ -133,7 +131,7 @@ func (r *Raw) QueryRow(q string, args []any, dest ...any) error {
 func (r *Raw) SetUpdatedAt(guid string, at time.Time) {
 	r.t.Helper()
 	if n := r.Exec(`UPDATE tx SET updated_at = ? WHERE guid = ?`, r.Time(at), guid); n != 1 {
-		r.t.Fatalf("ledgertest: set updated_at of %s: %d rows", guid, n)
+		r.t.Fatalf("testkit: set updated_at of %s: %d rows", guid, n)
 	}
 }
 

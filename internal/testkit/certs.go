@@ -1,4 +1,4 @@
-package testutil
+package testkit
 
 import (
 	"crypto/ecdsa"
@@ -31,15 +31,9 @@ var serial atomic.Int64
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial.Add(1)),
-		Subject:               pkix.Name{CommonName: name, Organization: []string{"lhrelay tests"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
+	tmpl := template(name)
+	tmpl.KeyUsage |= x509.KeyUsageCertSign
+	tmpl.BasicConstraintsValid, tmpl.IsCA = true, true
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatalf("making CA %s: %v", name, err)
@@ -98,14 +92,8 @@ func (ca *CA) issue(t testing.TB, name string, usage x509.ExtKeyUsage) *Leaf {
 func (ca *CA) issueWith(t testing.TB, name string, usage x509.ExtKeyUsage, edit func(*x509.Certificate)) *Leaf {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)),
-		Subject:      pkix.Name{CommonName: name, Organization: []string{"lhrelay tests"}},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
+	tmpl := template(name)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
 	if usage == x509.ExtKeyUsageServerAuth {
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 2), net.IPv6loopback}
 		tmpl.DNSNames = []string{"localhost"}
@@ -155,6 +143,18 @@ func WriteFile(t testing.TB, path string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// template is a certificate named name, valid from an hour ago for a day,
+// with a serial number of its own.
+func template(name string) *x509.Certificate {
+	return &x509.Certificate{
+		SerialNumber: big.NewInt(serial.Add(1)),
+		Subject:      pkix.Name{CommonName: name, Organization: []string{"lhrelay tests"}},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
 	}
 }
 

@@ -1,4 +1,4 @@
-package testutil
+package testkit
 
 import (
 	"errors"
@@ -160,5 +160,38 @@ func CheckVersion[O any](t *testing.T, want string, parse func([]string, io.Writ
 	}
 	if out.String() != want+"\n" {
 		t.Fatalf("--version printed %q, want %q", out.String(), want+"\n")
+	}
+}
+
+// LedgerSources is the settings-sources test of a batch command: --db's
+// precedence (it has no default, and the ledgers it names do not exist, so
+// every run ends in bad settings after --db was read), and a bad value of
+// badFlag naming its source. run runs the command on args and returns the
+// --db it read, its exit status and its error; usage is the exit status
+// of bad settings. base are the other arguments the command requires.
+func LedgerSources(t *testing.T, run func(args []string) (db string, code int, err error), usage int, base []string, badFlag, badValue string) Sources {
+	dir := t.TempDir()
+	path := func(name string) string { return filepath.Join(dir, name, "relay.db") }
+	parse := func(t *testing.T, args []string) (string, error) {
+		t.Helper()
+		db, code, err := run(args)
+		if code != usage {
+			t.Fatalf("%q: exit status %d (%v), want %d", args, code, err, usage)
+		}
+		return db, err
+	}
+	return Sources{
+		Flag: "db", NoDefault: true, FromFile: path("file"), FromEnv: path("env"), FromArgs: path("arg"),
+		Base: base,
+		Value: func(t *testing.T, args []string) string {
+			db, _ := parse(t, args)
+			return db
+		},
+		BadFlag: badFlag, BadValue: badValue,
+		BadBase: append([]string{"--db", path("x")}, base...),
+		Err: func(t *testing.T, args []string) error {
+			_, err := parse(t, args)
+			return err
+		},
 	}
 }

@@ -1,5 +1,4 @@
-// Package testutil holds small helpers shared by the project's tests.
-package testutil
+package testkit
 
 import (
 	"bytes"
