@@ -111,30 +111,40 @@ const atLayout = "2006-01-02 15:04:05.000000"
 // numbers in decimal, At in UTC to the microsecond. Lengths make the
 // encoding unambiguous ("ab"+"c" is not "a"+"bc").
 func entryHash(e *Entry) string {
-	h := sha256.New()
-	var lb [binary.MaxVarintLen64]byte
-	field := func(s string) {
-		h.Write(lb[:binary.PutUvarint(lb[:], uint64(len(s)))])
-		h.Write([]byte(s))
-	}
-	field("lhrelay-history-1")
-	field(e.Chain)
-	field(strconv.FormatInt(e.Seq, 10))
-	field(e.PrevHash)
-	field(e.GUID)
-	field(e.At.UTC().Format(atLayout))
-	field(string(e.StateBefore))
-	field(e.RspBefore)
-	field(string(e.StateAfter))
-	field(e.RspAfter)
-	field(strconv.Itoa(e.Attempts))
-	field(e.Command)
-	field(e.Host)
-	field(strconv.Itoa(e.PID))
-	field(e.Reason)
-	field(strconv.Itoa(e.HTTPStatus))
-	field(strconv.FormatInt(e.Took.Microseconds(), 10))
-	return hex.EncodeToString(h.Sum(nil))
+	// The encoding is built in one buffer on the stack and hashed at once:
+	// no allocation but the returned string.
+	var buf [512]byte
+	var nb [32]byte // a number or At, before it is appended as a field
+	b := buf[:0]
+	num := func(n int64) { b = appendField(b, strconv.AppendInt(nb[:0], n, 10)) }
+	b = appendField(b, "lhrelay-history-1")
+	b = appendField(b, e.Chain)
+	num(e.Seq)
+	b = appendField(b, e.PrevHash)
+	b = appendField(b, e.GUID)
+	b = appendField(b, e.At.UTC().AppendFormat(nb[:0], atLayout))
+	b = appendField(b, e.StateBefore)
+	b = appendField(b, e.RspBefore)
+	b = appendField(b, e.StateAfter)
+	b = appendField(b, e.RspAfter)
+	num(int64(e.Attempts))
+	b = appendField(b, e.Command)
+	b = appendField(b, e.Host)
+	num(int64(e.PID))
+	b = appendField(b, e.Reason)
+	num(int64(e.HTTPStatus))
+	num(e.Took.Microseconds())
+	sum := sha256.Sum256(b)
+	var hb [2 * sha256.Size]byte
+	hex.Encode(hb[:], sum[:])
+	return string(hb[:])
+}
+
+// appendField appends one field of entryHash's encoding: its length
+// (uvarint), then its bytes.
+func appendField[T ~string | ~[]byte](b []byte, v T) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
 }
 
 // ChainHead is the last entry of a chain: what an operator publishes to
