@@ -252,6 +252,7 @@ func historyInserts(d *dialect, es []Entry) []histStmt {
 		return []histStmt{pgHistoryInsert(es)}
 	}
 	var qs []histStmt
+	var bx boxes
 	for len(es) > 0 {
 		n := 1
 		if len(es) >= sqliteHistoryRows {
@@ -260,9 +261,9 @@ func historyInserts(d *dialect, es []Entry) []histStmt {
 		args := make([]any, 0, 17*n)
 		for i := range es[:n] {
 			e := &es[i]
-			args = append(args, e.Chain, e.Seq, e.PrevHash, e.Hash, e.GUID, d.atArg(e.At),
-				string(e.StateBefore), e.RspBefore, string(e.StateAfter), e.RspAfter, e.Attempts,
-				e.Command, e.Host, e.PID, e.Reason, e.HTTPStatus, e.Took.Microseconds())
+			args = append(args, bx.str(e.Chain), e.Seq, bx.str(e.PrevHash), bx.str(e.Hash), e.GUID, bx.at(d, e.At),
+				bx.str(string(e.StateBefore)), bx.str(e.RspBefore), bx.str(string(e.StateAfter)), bx.str(e.RspAfter), int64(e.Attempts),
+				bx.str(e.Command), bx.str(e.Host), bx.int(e.PID), bx.str(e.Reason), int64(e.HTTPStatus), e.Took.Microseconds())
 		}
 		q := sqlHistoryInsertOne
 		if n > 1 {
@@ -272,6 +273,55 @@ func historyInserts(d *dialect, es []Entry) []histStmt {
 		es = es[n:]
 	}
 	return qs
+}
+
+// boxes holds one boxed copy of the values that repeat across the
+// entries of one append (chain, actor, states, codes, reasons, the time,
+// each hash as the next entry's PrevHash), so that each is converted to
+// an interface once rather than once per entry. Numbers go as int64,
+// which database/sql passes on without converting them by reflection.
+type boxes struct {
+	strs []string
+	anys []any
+	// The most recent, which an entry most often repeats.
+	lastAt    time.Time
+	lastAtArg any
+	lastInt   int
+	lastIntV  any
+}
+
+// boxesKept bounds the strings boxes remembers: beyond it, a lookup costs
+// more than the allocation it saves.
+const boxesKept = 24
+
+func (b *boxes) str(s string) any {
+	for i := len(b.strs) - 1; i >= 0; i-- {
+		if b.strs[i] == s {
+			return b.anys[i]
+		}
+	}
+	v := any(s)
+	if len(b.strs) == boxesKept {
+		// Forget the oldest half: hashes are only repeated by the next
+		// entry, reasons and codes come back soon.
+		b.strs, b.anys = append(b.strs[:0], b.strs[boxesKept/2:]...), append(b.anys[:0], b.anys[boxesKept/2:]...)
+	}
+	b.strs, b.anys = append(b.strs, s), append(b.anys, v)
+	return v
+}
+
+func (b *boxes) at(d *dialect, t time.Time) any {
+	if b.lastAtArg == nil || !t.Equal(b.lastAt) {
+		b.lastAt, b.lastAtArg = t, d.atArg(t)
+	}
+	return b.lastAtArg
+}
+
+func (b *boxes) int(n int) any {
+	if b.lastIntV == nil || n != b.lastInt {
+		b.lastInt, b.lastIntV = n, any(int64(n))
+	}
+	return b.lastIntV
 }
 
 // On SQLite, entries go in sqliteHistoryRows at a time while there are
