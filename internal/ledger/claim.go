@@ -129,11 +129,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 	var c Claim
 	err := l.st.do(ctx, operation{guid: r.GUID, run: func(tx stmts) error {
 		c = Claim{}
-		var (
-			txCode, state, rspCode nullString
-			request, response      []byte
-			attempts               nullInt
-		)
+		var row existingRow
 		// A row deleted between the INSERT that found it and the SELECT
 		// (purge, on a store where those are two transactions) is gone:
 		// claim again. Twice is enough, since purge only takes old rows.
@@ -147,7 +143,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 				c = Claim{Outcome: Owned, Attempts: 1}
 				return nil
 			}
-			err = tx.queryRow(sqlClaimExisting, r.GUID).Scan(&txCode, &state, &rspCode, &request, &response, &attempts)
+			row, err = readExisting(tx, r.GUID)
 			if errors.Is(err, errNoRows) && try < 2 {
 				continue
 			}
@@ -156,7 +152,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 			}
 			break
 		}
-		found, err := decideExisting(r, txCode.String, State(state.String), rspCode.String, request, response, int(attempts.Int64))
+		found, err := decideExisting(r, row.txCode.String, State(row.state.String), row.rspCode.String, row.request, row.response, int(row.attempts.Int64))
 		if err != nil {
 			return err
 		}
@@ -189,6 +185,21 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		return Claim{}, fmt.Errorf("ledger: claim %s: %w", r.GUID, err)
 	}
 	return c, nil
+}
+
+// existingRow is what a claim reads of a row it found.
+type existingRow struct {
+	txCode, state, rspCode nullString
+	request, response      []byte
+	attempts               nullInt
+}
+
+// readExisting reads the row a claim found. Its variables live here, not
+// in Claim, so that a claim that inserts its row never allocates them.
+func readExisting(tx stmts, guid string) (existingRow, error) {
+	var r existingRow
+	err := tx.queryRow(sqlClaimExisting, guid).Scan(&r.txCode, &r.state, &r.rspCode, &r.request, &r.response, &r.attempts)
+	return r, err
 }
 
 // decideExisting is the rule for a row that exists, shared by Claim and
@@ -429,20 +440,29 @@ func claimTransitionOp(d *dialect, guid string, from State, attempts int, o Outc
 			attempts: int(a.Int64), why: o.Why}
 	}
 	q, readQ := sqlTransition, sqlRowBefore
-	args, readArgs := []any{string(o.State), o.RspCode, o.Response, guid, string(from)}, []any{guid, string(from)}
+	// Each value is boxed once and shared by both statements; numbers go
+	// as int64, which database/sql passes on without reflection.
+	g, f := any(guid), from.arg()
+	args := []any{o.State.arg(), o.RspCode, o.Response, g, f, nil}
 	if attempts > 0 {
 		q, readQ = sqlTransitionOfClaim, sqlRowBeforeOfClaim
-		args, readArgs = append(args, attempts), append(readArgs, attempts)
+		args[5] = int64(attempts)
+	} else {
+		args = args[:5]
 	}
+	readArgs := args[3:]
 	return func(tx stmts) error {
 		var (
 			n   int64
 			err error
 		)
 		if d.readsBefore {
-			var a nullInt
-			var before nullString
-			err = tx.queryRow(readQ, readArgs...).Scan(&a, &before)
+			var read struct {
+				a      nullInt
+				before nullString
+			}
+			err = tx.queryRow(readQ, readArgs...).Scan(&read.a, &read.before)
+			a, before := read.a, read.before
 			switch {
 			case errors.Is(err, errNoRows):
 				err = nil // not as expected: refused below
