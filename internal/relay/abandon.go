@@ -30,7 +30,7 @@ func (s *Server) abandon(guid string, attempts int, tx string, o ledger.Outcome)
 		deadline := time.Now().Add(abandonFor)
 		pause := abandonFirstTry
 		for {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
+			ctx, cancel := context.WithTimeout(s.lasting, s.ledgerTimeout)
 			err := s.ledger.AbandonClaim(ctx, guid, attempts, o)
 			cancel()
 			switch {

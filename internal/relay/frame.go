@@ -263,7 +263,7 @@ func (c *conn) record(st *frameState, src generated.Source, rec ledger.Outcome) 
 // runs even while the server stops (no SENT row is left by a clean stop),
 // bounded by LedgerTimeout.
 func (s *Server) finish(guid string, attempts int, rec ledger.Outcome) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
+	ctx, cancel := context.WithTimeout(s.lasting, s.ledgerTimeout)
 	defer cancel()
 	return s.ledger.Finish(ctx, guid, attempts, rec)
 }
@@ -284,7 +284,7 @@ func errText(err error) string {
 func (s *Server) finishLater(st *frameState, remote string, src generated.Source, rec ledger.Outcome) {
 	guid, tx, attempts := st.guid, st.tx.Code, st.attempts
 	s.recording.add()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), s.ledgerTimeout)
+	ctx, cancel := context.WithTimeout(s.lasting, s.ledgerTimeout)
 	defer cancel()
 	err := s.ledger.FinishLater(ctx, guid, attempts, rec, func(err error) {
 		if err == nil {

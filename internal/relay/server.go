@@ -132,6 +132,10 @@ type Server struct {
 	// by a hard stop, never by a graceful one: frames in flight finish.
 	base       context.Context
 	cancelBase context.CancelCauseFunc
+	// lasting is base without its cancellation, built once: the parent
+	// of the ledger writes that must finish even after a hard stop
+	// (bounded by LedgerTimeout).
+	lasting context.Context
 
 	// stopFlag mirrors stopping for the connections' hot path (toIdle).
 	stopFlag atomic.Bool
@@ -213,6 +217,7 @@ func New(cfg Config) (*Server, error) {
 		s.now = time.Now
 	}
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
+	s.lasting = context.WithoutCancel(s.base)
 	return s, nil
 }
 
