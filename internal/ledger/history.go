@@ -105,16 +105,28 @@ type pending struct {
 // atLayout is how At is stored on SQLite and hashed on both stores.
 const atLayout = "2006-01-02 15:04:05.000000"
 
+// atBuf is the room of the stack buffer At is formatted into, as
+// time.Format's own: with only atLayout's length, AppendFormat
+// reallocates (BenchmarkEntryHash counts the allocations).
+const atBuf = 64
+
 // entryHash is the hash of e: SHA-256 over a canonical encoding of every
 // field but Hash (PrevHash included, which links it to the entry before):
 // a version tag, then each field as its length (uvarint) and bytes,
 // numbers in decimal, At in UTC to the microsecond. Lengths make the
 // encoding unambiguous ("ab"+"c" is not "a"+"bc").
 func entryHash(e *Entry) string {
+	var at [atBuf]byte
+	return hashWithAt(e, e.At.UTC().AppendFormat(at[:0], atLayout))
+}
+
+// hashWithAt is entryHash with e.At already formatted (as entryHash does):
+// the entries of one transaction share their time, formatted once.
+func hashWithAt(e *Entry, at []byte) string {
 	// The encoding is built in one buffer on the stack and hashed at once:
 	// no allocation but the returned string.
 	var buf [512]byte
-	var nb [32]byte // a number or At, before it is appended as a field
+	var nb [20]byte // a number, before it is appended as a field
 	b := buf[:0]
 	num := func(n int64) { b = appendField(b, strconv.AppendInt(nb[:0], n, 10)) }
 	b = appendField(b, "lhrelay-history-1")
@@ -122,7 +134,7 @@ func entryHash(e *Entry) string {
 	num(e.Seq)
 	b = appendField(b, e.PrevHash)
 	b = appendField(b, e.GUID)
-	b = appendField(b, e.At.UTC().AppendFormat(nb[:0], atLayout))
+	b = appendField(b, at)
 	b = appendField(b, e.StateBefore)
 	b = appendField(b, e.RspBefore)
 	b = appendField(b, e.StateAfter)
@@ -186,6 +198,8 @@ func (c *chain) current() ChainHead {
 func (c *chain) seal(ps []pending, at time.Time) ([]Entry, ChainHead) {
 	head := c.current()
 	at = at.UTC().Truncate(time.Microsecond)
+	var atb [atBuf]byte
+	atText := at.AppendFormat(atb[:0], atLayout)
 	out := make([]Entry, len(ps))
 	for i, p := range ps {
 		e := &out[i]
@@ -197,7 +211,7 @@ func (c *chain) seal(ps []pending, at time.Time) ([]Entry, ChainHead) {
 			Command:  c.actor.Command, Host: c.actor.Host, PID: c.actor.PID,
 			Why: p.why,
 		}
-		e.Hash = entryHash(e)
+		e.Hash = hashWithAt(e, atText)
 		head.Seq, head.Hash = e.Seq, e.Hash
 	}
 	return out, head
