@@ -20,8 +20,11 @@ type op struct {
 	// entries are the history entries its run recorded: reset before
 	// every run, chained and written by the writer before its COMMIT.
 	entries []pending
-	done    chan struct{}
-	then    func(error)
+	// entry is where entries start: most operations record one, and then
+	// need no allocation of their own for it.
+	entry [1]pending
+	done  chan struct{}
+	then  func(error)
 
 	// PostgreSQL only: how long the op is tried again while it wrote
 	// nothing, and whether an earlier try may have committed.
@@ -32,7 +35,7 @@ type op struct {
 // runOn runs o's statements through s, recording its history entries
 // afresh (an op run again after a rollback records them again).
 func (o *op) runOn(s stmts) error {
-	o.entries = o.entries[:0]
+	o.entries = o.entry[:0]
 	return o.o.run(s)
 }
 
