@@ -12,12 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"lhrelay/internal/assemble"
 	"lhrelay/internal/channel"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
-	"lhrelay/internal/relay"
 )
 
 // The demo's timing: the relay gives up on the core after relayTimeout; a
@@ -42,9 +42,8 @@ type world struct {
 	tmpDir   string // removed at stop, unless empty
 	m        *metrics.Metrics
 
-	relay, down         *relay.Server // down's core is a closed port
+	relay, down         *assemble.Relay // down's core is a closed port
 	relayAddr, downAddr string
-	relayDone           chan error
 	conn                *channel.Conn // a persistent channel connection to relay
 
 	steps []step
@@ -62,7 +61,7 @@ func (w *world) asBatch(name string, fn func(l *ledger.Ledger) error) error {
 
 // start brings up the core, the ledger and both relays on free ports.
 func start(ctx context.Context, o options) (w *world, err error) {
-	w = &world{relayDone: make(chan error, 2)}
+	w = &world{}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, w.stop())
@@ -101,7 +100,7 @@ func start(ctx context.Context, o options) (w *world, err error) {
 	if w.core, err = corecall.New(corecall.Config{BaseURL: coreURL, Timeout: relayTimeout}); err != nil {
 		return w, err
 	}
-	if w.relay, w.relayAddr, err = w.startRelay(w.core, log.With("relay", "main")); err != nil {
+	if w.relay, w.relayAddr, err = w.startRelay(ctx, coreURL, log.With("relay", "main")); err != nil {
 		return w, err
 	}
 
@@ -111,11 +110,7 @@ func start(ctx context.Context, o options) (w *world, err error) {
 	if err != nil {
 		return w, err
 	}
-	downCore, err := corecall.New(corecall.Config{BaseURL: "http://" + closed, Timeout: relayTimeout})
-	if err != nil {
-		return w, err
-	}
-	if w.down, w.downAddr, err = w.startRelay(downCore, log.With("relay", "core-down")); err != nil {
+	if w.down, w.downAddr, err = w.startRelay(ctx, "http://"+closed, log.With("relay", "core-down")); err != nil {
 		return w, err
 	}
 	if w.conn, err = channel.Dial(ctx, w.relayAddr, waitLimit); err != nil {
@@ -128,24 +123,26 @@ func start(ctx context.Context, o options) (w *world, err error) {
 // answered: a 0000, E901 or E902 reaches the channel while its row's
 // commit is on the way.
 func (w *world) waitRecorded() {
-	for _, srv := range []*relay.Server{w.relay, w.down} {
-		if srv != nil {
-			srv.WaitRecorded()
+	for _, r := range []*assemble.Relay{w.relay, w.down} {
+		if r != nil {
+			r.Server().WaitRecorded()
 		}
 	}
 }
 
-func (w *world) startRelay(core *corecall.Client, log *slog.Logger) (*relay.Server, string, error) {
-	srv, err := relay.New(relay.Config{Core: core, Ledger: w.led, Logger: log, Metrics: w.m})
+// startRelay starts a relay on a free port in front of the core at
+// coreURL, on the demo's shared ledger and metrics.
+func (w *world) startRelay(ctx context.Context, coreURL string, log *slog.Logger) (*assemble.Relay, string, error) {
+	r, err := assemble.Start(ctx, assemble.Config{
+		Listen: "127.0.0.1:0", ListenFlag: "relay",
+		Core: coreURL, Timeout: relayTimeout,
+		Ledger: w.led, Metrics: w.m,
+		Log: log,
+	})
 	if err != nil {
 		return nil, "", err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, "", fmt.Errorf("relay: %w", err)
-	}
-	go func() { w.relayDone <- srv.Serve(ln) }()
-	return srv, ln.Addr().String(), nil
+	return r, r.Addr().String(), nil
 }
 
 // closedAddr returns a local address where nothing listens.
@@ -167,9 +164,9 @@ func (w *world) stop() error {
 	if w.conn != nil {
 		w.conn.Close()
 	}
-	for _, srv := range []*relay.Server{w.relay, w.down} {
-		if srv != nil {
-			errs = append(errs, srv.Shutdown(ctx))
+	for _, r := range []*assemble.Relay{w.relay, w.down} {
+		if r != nil {
+			errs = append(errs, r.Stop(ctx))
 		}
 	}
 	if w.coreSrv != nil {

@@ -89,13 +89,13 @@ import (
 	"time"
 
 	"lhrelay/internal/app"
+	"lhrelay/internal/assemble"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
 	"lhrelay/internal/relay"
-	"lhrelay/internal/replwatch"
 )
 
 func main() { app.Main(run) }
@@ -232,125 +232,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logExpiry(log, lk.certs(), time.Now())
 
-	core, err := corecall.New(corecall.Config{
-		BaseURL:        o.core,
-		Timeout:        o.timeout,
-		ConnectTimeout: o.connectTimeout,
-		MaxIdleConns:   o.maxConns, // one call per connection at most
-		TLS:            lk.coreTLS,
-		Log:            log,
-	})
-	if err != nil {
-		return app.Report(stderr, "relay", app.Badf("--core: %w", err))
-	}
-	if w := core.PathWarning(); w != "" {
-		log.Warn("--core: "+w, "core", o.core)
-	}
-	// The instance chosen here names this relay's history chain.
-	led, err := ledger.Open(o.db, ledger.WithActor(ledger.NewActor("relay")))
-	if err != nil {
-		return app.Report(stderr, "relay", app.Badf("--db: %w", err))
-	}
-	// Set once the relay serves: a start refused after the ledger opened
-	// has no chain head to report.
-	stopHeads := func() {}
-	defer func() {
-		// After the server has stopped: no frame can still be recording.
-		err := led.Close()
-		stopHeads()
-		if err != nil {
-			log.Error("closing the ledger", "err", err)
-		}
-	}()
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = led.CheckReplication(cctx, o.allowAsync)
-	cancel()
-	if err != nil {
-		return app.Report(stderr, "relay", app.Badf("--db: %w", err))
-	}
-	// Watched on every store, so that the series exist everywhere (a
-	// SQLite ledger has no standbys: its check reads nothing).
-	repl := replwatch.New(led, o.allowAsync, log.With("component", "replication"))
-	repl.Check(ctx)
-	wctx, stopWatching := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		repl.Run(wctx, replwatch.DefaultEvery)
-	}()
-	defer func() { stopWatching(); <-watched }()
-	cfg := relay.Config{
-		Core:            core,
-		Ledger:          led,
-		FrameTimeout:    o.frameTimeout,
-		IdleTimeout:     o.idleTimeout,
-		MaxConns:        o.maxConns,
-		MaxConnsPerAddr: o.maxPerAddr,
-		Logger:          log,
-		TLS:             lk.serverConfig(),
-		Allow:           o.links.allow,
-		ClientOrgs:      o.links.clientOrgs,
-		Breaker:         lk.breaker,
-		Limiter:         lk.limiter,
-		// A frame still arriving at a stop is dropped at the stop's
-		// bound, --timeout; the margin is for recording and answering.
-		StopArrival: o.timeout,
-	}
-	unverified := led.Link() == ledger.LinkUnverified
-	if unverified {
-		log.Warn("the link to the ledger is not verified: a host other than the loopback, reached in plaintext or without checking its certificate, as --db's sslmode states; whoever sits on that link can rewrite the ledger (SPEC 6a)", "db", led.Path())
-	}
 	var m *metrics.Metrics
 	if o.metricsAddr != "" {
 		m = metrics.New()
-		m.LedgerLinkUnverified(unverified)
-		m.WatchLedger(led)
-		m.WatchBreaker(lk.breaker)
-		m.WatchLimiter(o.core, lk.limiter)
-		m.WatchCerts(lk.certs)
-		m.WatchReplication(repl)
-		m.SettleEvery(o.settle.every)
-		cfg.Metrics = m
 	}
-	stopSettling, err := o.settle.start(ctx, o, lk, led, m, log)
+	r, err := assemble.Start(ctx, assemble.Config{
+		Listen: o.addr, ListenFlag: o.listenFlags,
+		Core: o.core, CoreTLS: lk.coreTLS, Timeout: o.timeout, ConnectTimeout: o.connectTimeout,
+		// The instance chosen here names this relay's history chain.
+		DB: o.db, LedgerOptions: []ledger.Option{ledger.WithActor(ledger.NewActor("relay"))}, AllowAsync: o.allowAsync,
+		FrameTimeout: o.frameTimeout, IdleTimeout: o.idleTimeout,
+		MaxConns: o.maxConns, MaxConnsPerAddr: o.maxPerAddr,
+		// A frame still arriving at a stop is dropped at the stop's
+		// bound, --timeout; the margin is for recording and answering.
+		StopArrival: o.timeout,
+		ChannelTLS:  lk.serverConfig(), Allow: o.links.allow, ClientOrgs: o.links.clientOrgs,
+		Breaker: lk.breaker, Limiter: lk.limiter, Certs: lk.certs,
+		Metrics: m, MetricsAddr: o.metricsAddr,
+		Settle: o.settle.config(),
+		Log:    log,
+	})
 	if err != nil {
-		return app.Report(stderr, "relay", app.Bad(err))
+		return app.Report(stderr, "relay", err)
 	}
-	// Deferred after the ledger's Close, so it runs before it: the round
-	// under way stops before the ledger closes.
-	defer stopSettling()
-	srv, err := relay.New(cfg)
-	if err != nil {
-		return app.Report(stderr, "relay", app.Bad(err))
-	}
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return app.Report(stderr, "relay", app.Badf("%s: %w", o.listenFlags, err))
-	}
+	led, srv, ln := r.Ledger(), r.Server(), r.Addr()
 	metricsAddr := "off"
-	if m != nil {
-		ready := func(ctx context.Context) error {
-			if err := srv.Ready(ctx); err != nil {
-				return err
-			}
-			return repl.Ready()
-		}
-		msrv, maddr, err := m.Serve(o.metricsAddr, ready, log)
-		if err != nil {
-			ln.Close()
-			return app.Report(stderr, "relay", app.Badf("--metrics-addr: %w", err))
-		}
-		// Closed after the relay has stopped, so that /readyz answers 503
-		// while it drains.
-		defer msrv.Close()
-		metricsAddr = maddr.String()
+	if a := r.MetricsAddr(); a != nil {
+		metricsAddr = a.String()
 	}
 	port := 0
-	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+	if a, ok := ln.(*net.TCPAddr); ok {
 		port = a.Port
 	}
 	log.Info("relay started",
-		"addr", ln.Addr().String(),
+		"addr", ln.String(),
 		"port", port,
 		"core", o.core,
 		"db", led.Path(),
@@ -383,12 +298,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"stale_sent", cliflag.FormatSeconds(o.settle.staleSent)+"s",
 	)
 	lk.reloadOnHUP(ctx, hup, o.links.channel, log)
-	fmt.Fprintf(stdout, "relay listening on %s\n", ln.Addr())
+	fmt.Fprintf(stdout, "relay listening on %s\n", ln)
 	if m != nil {
 		fmt.Fprintf(stdout, "metrics listening on http://%s\n", metricsAddr)
 	}
-	stopHeads = logChainHeads(led, log, chainHeadEvery)
-	return serve(ctx, srv, ln, o.timeout+stopMargin, log)
+	stopHeads := logChainHeads(led, log, chainHeadEvery)
+	// After the ledger closed: the last head.
+	defer stopHeads()
+	return serve(ctx, r, o.timeout+stopMargin, log)
 }
 
 // chainHeadEvery is how often the relay logs its history chain's head when
@@ -430,23 +347,23 @@ func logChainHeads(led *ledger.Ledger, log *slog.Logger, every time.Duration) (s
 	}
 }
 
-// serve runs srv on ln until ctx ends, then stops it within grace (the
+// serve lets r serve until ctx ends, then stops it within grace (the
 // server logs its stop).
-func serve(ctx context.Context, srv *relay.Server, ln net.Listener, grace time.Duration, log *slog.Logger) int {
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+func serve(ctx context.Context, r *assemble.Relay, grace time.Duration, log *slog.Logger) int {
 	select {
-	case err := <-serveErr:
+	case err := <-r.Failed():
 		log.Error("serving failed", "err", err)
-		srv.Close()
+		if err := r.Close(); err != nil {
+			log.Error("closing", "err", err)
+		}
 		return 1
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := r.Stop(sctx); err != nil {
+		log.Error("stopping", "err", err)
 		return 1
 	}
-	<-serveErr
 	return 0
 }

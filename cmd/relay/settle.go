@@ -1,17 +1,11 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"time"
 
-	"lhrelay/internal/breaker"
 	"lhrelay/internal/cliflag"
-	"lhrelay/internal/corecall"
-	"lhrelay/internal/ledger"
-	"lhrelay/internal/metrics"
 	"lhrelay/internal/settle"
 )
 
@@ -37,41 +31,8 @@ func (so *settleOptions) check(timeout time.Duration) error {
 	return nil
 }
 
-// start starts settling in the background when --settle-every is on, and
-// returns the function that stops it and waits for the round under way.
-func (so *settleOptions) start(ctx context.Context, o options, lk *links, led *ledger.Ledger, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
-	if so.every == 0 {
-		return func() {}, nil
-	}
-	// A client of its own: a slow lookup holds none of the frames'
-	// connections to the core.
-	core, err := corecall.New(corecall.Config{
-		BaseURL: o.core, Timeout: o.timeout, ConnectTimeout: o.connectTimeout, MaxIdleConns: 2, TLS: lk.coreTLS,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("--core: %w", err)
-	}
-	cfg := settle.Config{
-		Ledger: led, Core: core, Every: so.every, MinAge: so.minAge, StaleSent: so.staleSent,
-		CoreDown: func() bool { return lk.breaker.State() == breaker.Open },
-		Log:      log.With("component", "settle"),
-	}
-	if m != nil {
-		cfg.Metrics = m
-	}
-	s, err := settle.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Run(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-		core.CloseIdleConnections()
-	}, nil
+// config is the settler these flags describe (Every 0: none); the
+// assembly gives it its ledger, core client and breaker.
+func (so *settleOptions) config() settle.Config {
+	return settle.Config{Every: so.every, MinAge: so.minAge, StaleSent: so.staleSent}
 }

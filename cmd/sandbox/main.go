@@ -36,14 +36,12 @@ import (
 	"time"
 
 	"lhrelay/internal/app"
+	"lhrelay/internal/assemble"
 	"lhrelay/internal/channel"
 	"lhrelay/internal/cliflag"
-	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
-	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
-	"lhrelay/internal/relay"
 )
 
 func main() { app.Main(run) }
@@ -127,55 +125,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer coreSrv.Close()
 	coreURL := "http://" + coreLn.Addr().String()
 
-	led, err := ledger.Open(dbPath)
-	if err != nil {
-		return app.Report(stderr, "sandbox", app.Badf("--db: %w", err))
-	}
-	defer led.Close()
-	core, err := corecall.New(corecall.Config{BaseURL: coreURL, Timeout: o.timeout})
-	if err != nil {
-		return app.Report(stderr, "sandbox", err)
-	}
-	cfg := relay.Config{Core: core, Ledger: led, Logger: log}
 	var m *metrics.Metrics
 	if o.metrics != "" {
 		m = metrics.New()
-		m.WatchLedger(led)
-		cfg.Metrics = m
 	}
-	srv, err := relay.New(cfg)
+	r, err := assemble.Start(ctx, assemble.Config{
+		Listen: o.relayAddr, ListenFlag: "--relay " + o.relayAddr,
+		Core: coreURL, Timeout: o.timeout,
+		DB:      dbPath,
+		Metrics: m, MetricsAddr: o.metrics,
+		Log: log,
+	})
 	if err != nil {
 		return app.Report(stderr, "sandbox", err)
 	}
 	metricsAt := ""
-	if m != nil {
-		msrv, maddr, err := m.Serve(o.metrics, srv.Ready, log)
-		if err != nil {
-			return app.Report(stderr, "sandbox", app.Badf("--metrics-addr: %w", err))
-		}
-		defer msrv.Close()
-		metricsAt = fmt.Sprintf("metrics on http://%s/metrics (and /healthz, /readyz)\n", maddr)
+	if a := r.MetricsAddr(); a != nil {
+		metricsAt = fmt.Sprintf("metrics on http://%s/metrics (and /healthz, /readyz)\n", a)
 	}
-	relayLn, err := net.Listen("tcp", o.relayAddr)
-	if err != nil {
-		return app.Report(stderr, "sandbox", app.Badf("--relay %s: %w", o.relayAddr, err))
-	}
-	relayErr := make(chan error, 1)
-	go func() { relayErr <- srv.Serve(relayLn) }()
+	relayAddr := r.Addr()
 
 	fmt.Fprintf(stdout, "core simulator listening on %s\n", coreURL)
-	fmt.Fprintf(stdout, "relay listening on %s (core timeout %ss, ledger %s)\n", relayLn.Addr(), cliflag.FormatSeconds(o.timeout), dbPath)
+	fmt.Fprintf(stdout, "relay listening on %s (core timeout %ss, ledger %s)\n", relayAddr, cliflag.FormatSeconds(o.timeout), dbPath)
 	fmt.Fprint(stdout, metricsAt)
 	fmt.Fprintf(stdout, "\ntry, from another terminal:\n\n")
-	fmt.Fprintf(stdout, "  go run ./cmd/lhsend --addr %s --tx %s\n\n", relayLn.Addr(), channel.FirstSettledBy(generated.SettleByLookup).Code)
+	fmt.Fprintf(stdout, "  go run ./cmd/lhsend --addr %s --tx %s\n\n", relayAddr, channel.FirstSettledBy(generated.SettleByLookup).Code)
 	fmt.Fprintf(stdout, "lhsend fills the fields the layout gives defaults (each has a flag, see lhsend -h) and picks a fresh GUID; the same line with --guid set to the GUID it printed replays the stored answer.\n"+
 		"A memo starting with SLOW answers %s and posts anyway; FAIL answers %s; an amount over the limit answers %s.\nCtrl-C stops.\n",
 		generated.RspReadTimeout, generated.RspHTTP500, generated.RspLimitExceeded)
 	fmt.Fprintf(stdout, "\nthe ledger, from another terminal: go run ./cmd/ledger stats --db %s (or list, show GUID)%s\n", dbPath, removedAtExit(o.db))
 
 	select {
-	case err := <-relayErr:
+	case err := <-r.Failed():
 		log.Error("relay failed", "err", err)
+		r.Close()
 		return 1
 	case <-ctx.Done():
 	}
@@ -183,7 +166,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sctx, cancel := context.WithTimeout(context.Background(), o.timeout+5*time.Second)
 	defer cancel()
 	code := 0
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := r.Stop(sctx); err != nil {
 		log.Error("relay stop cut short", "err", err)
 		code = 1
 	}
