@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -12,12 +11,10 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"lhrelay/internal/assemble"
 	"lhrelay/internal/channel"
-	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
-	"lhrelay/internal/ledger"
-	"lhrelay/internal/relay"
 	"lhrelay/internal/testkit"
 )
 
@@ -26,24 +23,16 @@ func startRelay(t *testing.T) string {
 	t.Helper()
 	core := httptest.NewServer(coresim.New(coresim.Config{}))
 	t.Cleanup(core.Close)
-	led, err := ledger.Open(filepath.Join(t.TempDir(), "relay.db"))
+	r, err := assemble.Start(context.Background(), assemble.Config{
+		Listen: "127.0.0.1:0", Core: core.URL, DB: filepath.Join(t.TempDir(), "relay.db"),
+	})
 	assert.NilError(t, err)
-	cc, err := corecall.New(corecall.Config{BaseURL: core.URL})
-	assert.NilError(t, err)
-	srv, err := relay.New(relay.Config{Core: cc, Ledger: led})
-	assert.NilError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	assert.NilError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		assert.Check(t, srv.Shutdown(ctx))
-		<-served
-		assert.Check(t, led.Close())
+		assert.Check(t, r.Stop(ctx))
 	})
-	return ln.Addr().String()
+	return r.Addr().String()
 }
 
 // --describe lists every registered transaction and every request field

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,11 +12,9 @@ import (
 
 	"gotest.tools/v3/assert"
 
+	"lhrelay/internal/assemble"
 	"lhrelay/internal/channel"
-	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
-	"lhrelay/internal/ledger"
-	"lhrelay/internal/relay"
 )
 
 // TestPathSegmentValues: BKDC0001's text field fills one segment of the
@@ -37,18 +34,12 @@ func TestPathSegmentValues(t *testing.T) {
 		fmt.Fprint(w, `{"issuedAt":"20261201093000"}`)
 	}))
 	t.Cleanup(srv.Close)
-	client, err := corecall.New(corecall.Config{BaseURL: srv.URL, Timeout: 2 * time.Second})
+	r, err := assemble.Start(context.Background(), assemble.Config{
+		Listen: "127.0.0.1:0", Core: srv.URL, Timeout: 2 * time.Second, DB: filepath.Join(t.TempDir(), "relay.db"),
+	})
 	assert.NilError(t, err)
-	l, err := ledger.Open(filepath.Join(t.TempDir(), "relay.db"))
-	assert.NilError(t, err)
-	t.Cleanup(func() { l.Close() })
-	s, err := relay.New(relay.Config{Core: client, Ledger: l})
-	assert.NilError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	assert.NilError(t, err)
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	conn, err := channel.Dial(context.Background(), ln.Addr().String(), 5*time.Second)
+	t.Cleanup(func() { assert.Check(t, r.Close()) })
+	conn, err := channel.Dial(context.Background(), r.Addr().String(), 5*time.Second)
 	assert.NilError(t, err)
 	t.Cleanup(func() { conn.Close() })
 

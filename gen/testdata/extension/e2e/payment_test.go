@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -20,12 +19,12 @@ import (
 
 	"gotest.tools/v3/assert"
 
+	"lhrelay/internal/assemble"
 	"lhrelay/internal/batch"
 	"lhrelay/internal/channel"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
-	"lhrelay/internal/relay"
 )
 
 // billCore is a core that knows payments: POST /v1/payments posts one (a
@@ -98,21 +97,18 @@ func TestBillPaymentEndToEnd(t *testing.T) {
 	core := newBillCore()
 	srv := httptest.NewServer(core)
 	t.Cleanup(srv.Close)
+	r, err := assemble.Start(context.Background(), assemble.Config{
+		Listen: "127.0.0.1:0", Core: srv.URL, Timeout: 300 * time.Millisecond, DB: filepath.Join(t.TempDir(), "relay.db"),
+	})
+	assert.NilError(t, err)
+	t.Cleanup(func() { assert.Check(t, r.Close()) })
+	l := r.Ledger()
+	// The batch commands' client of the core.
 	client, err := corecall.New(corecall.Config{BaseURL: srv.URL, Timeout: 300 * time.Millisecond})
 	assert.NilError(t, err)
 
-	l, err := ledger.Open(filepath.Join(t.TempDir(), "relay.db"))
-	assert.NilError(t, err)
-	t.Cleanup(func() { l.Close() })
-	s, err := relay.New(relay.Config{Core: client, Ledger: l})
-	assert.NilError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	assert.NilError(t, err)
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-
 	ctx := context.Background()
-	conn, err := channel.Dial(ctx, ln.Addr().String(), 5*time.Second)
+	conn, err := channel.Dial(ctx, r.Addr().String(), 5*time.Second)
 	assert.NilError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	send := func(frame []byte) ([]byte, channel.Answer) {
@@ -149,7 +145,7 @@ func TestBillPaymentEndToEnd(t *testing.T) {
 	assert.Equal(t, a.Code, generated.SourceReadTimeout.Code())
 	close(release)
 	assert.Equal(t, <-core.posted, slow)
-	s.WaitRecorded()
+	r.Server().WaitRecorded()
 	row, err := l.Get(ctx, slow)
 	assert.NilError(t, err)
 	assert.Equal(t, row.State, ledger.StateUnknown)
