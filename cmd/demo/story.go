@@ -22,7 +22,6 @@ const (
 	acctWealthy = "11002003004007" // LHB, balance 100,000,000
 	acctMissing = "11002003009999" // no such account
 	acctOther   = "22003004005006" // at another bank (KBK): not credited by this core
-	bankKBK     = "004"
 	// txUnregistered is a TX_CODE no layout defines.
 	txUnregistered = "BKZZ9999"
 	// overLimit is over the simulator's per-transfer limit of 10,000,000.
@@ -39,6 +38,19 @@ var (
 	txTransfer = channel.FirstSettledBy(generated.SettleByLookup).Code
 	txInquiry  = channel.FirstSettledBy(generated.SettleAsNotPosted).Code
 )
+
+// bankKBK is the wire code of the other bank the transfers credit, from
+// the BANK code map.
+var bankKBK = wireBank("KBK")
+
+// wireBank is the wire code the BANK code map gives the core's bank id.
+func wireBank(core string) string {
+	code, ok := generated.BankFromCore(core)
+	if !ok {
+		panic("layouts/BANK.codemap has no bank " + core)
+	}
+	return code
+}
 
 // step is one row of the report.
 type step struct {
