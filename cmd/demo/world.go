@@ -134,8 +134,8 @@ func (w *world) waitRecorded() {
 // coreURL, on the demo's shared ledger and metrics.
 func (w *world) startRelay(ctx context.Context, coreURL string, log *slog.Logger) (*assemble.Relay, string, error) {
 	r, err := assemble.Start(ctx, assemble.Config{
-		Listen: "127.0.0.1:0", ListenFlag: "relay",
-		Core: coreURL, Timeout: relayTimeout,
+		Listen: "127.0.0.1:0",
+		Core:   coreURL, Timeout: relayTimeout,
 		Ledger: w.led, Metrics: w.m,
 		Log: log,
 	})

@@ -353,16 +353,13 @@ func serve(ctx context.Context, r *assemble.Relay, grace time.Duration, log *slo
 	select {
 	case err := <-r.Failed():
 		log.Error("serving failed", "err", err)
-		if err := r.Close(); err != nil {
-			log.Error("closing", "err", err)
-		}
+		r.Close()
 		return 1
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := r.Stop(sctx); err != nil {
-		log.Error("stopping", "err", err)
 		return 1
 	}
 	return 0

@@ -12,7 +12,6 @@ package assemble
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -36,7 +35,7 @@ import (
 // client's defaults; nil parts are left out.
 type Config struct {
 	// Listen is the channels' host:port; ListenFlag names the setting it
-	// came from, for the error when it cannot be bound.
+	// came from, for the error when it cannot be bound (none: the address).
 	Listen, ListenFlag string
 
 	Core           string      // the core's base URL
@@ -52,6 +51,7 @@ type Config struct {
 	Ledger        *ledger.Ledger
 	AllowAsync    bool // --allow-async-replication
 
+	// The channel side, as relay.Config has it.
 	FrameTimeout, IdleTimeout time.Duration
 	MaxConns, MaxConnsPerAddr int
 	StopArrival               time.Duration
@@ -83,13 +83,17 @@ type Relay struct {
 	metrics  *http.Server
 	mAddr    net.Addr
 	served   chan error
+	log      *slog.Logger
 	stopBack []func() // background parts, stopped in reverse order
 }
 
 // Start builds what cfg describes and starts serving. On error nothing is
 // left running.
 func Start(ctx context.Context, cfg Config) (*Relay, error) {
-	r := &Relay{led: cfg.Ledger, served: make(chan error, 1)}
+	r := &Relay{led: cfg.Ledger, served: make(chan error, 1), log: cfg.Log}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
 	if err := r.start(ctx, cfg); err != nil {
 		r.closeBackground()
 		return nil, app.Bad(err)
@@ -98,10 +102,7 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 }
 
 func (r *Relay) start(ctx context.Context, cfg Config) error {
-	log := cfg.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := r.log
 	core, err := corecall.New(corecall.Config{
 		BaseURL:        cfg.Core,
 		Timeout:        cfg.Timeout,
@@ -164,6 +165,9 @@ func (r *Relay) start(ctx context.Context, cfg Config) error {
 	}
 	r.srv = srv
 	if r.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		if cfg.ListenFlag == "" {
+			return err // net's error names the address
+		}
 		return fmt.Errorf("%s: %w", cfg.ListenFlag, err)
 	}
 	if cfg.Metrics != nil && cfg.MetricsAddr != "" {
@@ -272,42 +276,42 @@ func (r *Relay) Ledger() *ledger.Ledger { return r.led }
 func (r *Relay) Failed() <-chan error { return r.served }
 
 // Stop stops the relay gracefully within ctx (frames in flight finish
-// and are recorded), then the rest as Close does.
+// and are recorded), then the rest as Close does. Its error is a stop cut
+// short; a ledger that fails to close is logged.
 func (r *Relay) Stop(ctx context.Context) error {
 	err := r.srv.Shutdown(ctx)
 	if err == nil {
 		<-r.served
 	}
-	return errors.Join(err, r.closeRest())
+	r.closeRest()
+	return err
 }
 
 // Close stops the relay at once, then the rest: the metrics (closed after
 // the relay, so that /readyz answers 503 while it drains), the settler's
 // round under way, the replication watch and, last, the ledger it opened,
 // when nothing can still be recording.
-func (r *Relay) Close() error {
+func (r *Relay) Close() {
 	r.srv.Close()
-	return r.closeRest()
+	r.closeRest()
 }
 
-func (r *Relay) closeRest() error {
+func (r *Relay) closeRest() {
 	if r.metrics != nil {
 		r.metrics.Close()
 	}
-	return r.closeBackground()
+	r.closeBackground()
 }
 
-func (r *Relay) closeBackground() error {
+func (r *Relay) closeBackground() {
 	for i := len(r.stopBack) - 1; i >= 0; i-- {
 		r.stopBack[i]()
 	}
 	r.stopBack = nil
-	if r.ownsLed && r.led != nil {
-		err := r.led.Close()
+	if r.ownsLed {
 		r.ownsLed = false
-		if err != nil {
-			return fmt.Errorf("closing the ledger: %w", err)
+		if err := r.led.Close(); err != nil {
+			r.log.Error("closing the ledger", "err", err)
 		}
 	}
-	return nil
 }

@@ -38,7 +38,7 @@ func TestPathSegmentValues(t *testing.T) {
 		Listen: "127.0.0.1:0", Core: srv.URL, Timeout: 2 * time.Second, DB: filepath.Join(t.TempDir(), "relay.db"),
 	})
 	assert.NilError(t, err)
-	t.Cleanup(func() { assert.Check(t, r.Close()) })
+	t.Cleanup(r.Close)
 	conn, err := channel.Dial(context.Background(), r.Addr().String(), 5*time.Second)
 	assert.NilError(t, err)
 	t.Cleanup(func() { conn.Close() })

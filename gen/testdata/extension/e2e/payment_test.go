@@ -101,7 +101,7 @@ func TestBillPaymentEndToEnd(t *testing.T) {
 		Listen: "127.0.0.1:0", Core: srv.URL, Timeout: 300 * time.Millisecond, DB: filepath.Join(t.TempDir(), "relay.db"),
 	})
 	assert.NilError(t, err)
-	t.Cleanup(func() { assert.Check(t, r.Close()) })
+	t.Cleanup(r.Close)
 	l := r.Ledger()
 	// The batch commands' client of the core.
 	client, err := corecall.New(corecall.Config{BaseURL: srv.URL, Timeout: 300 * time.Millisecond})
