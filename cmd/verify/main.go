@@ -146,6 +146,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return app.Report(stderr, "verify", app.Badf("building the commands: %w", err))
 	}
 	cfg := &verify.Config{Bin: bin, Relays: o.relays, Duration: o.duration, Rate: o.rate, Out: o.out, Plant: o.plant}
+	defer func() {
+		if err := cfg.Close(); err != nil {
+			fmt.Fprintf(stderr, "verify: PostgreSQL: %v\n", err)
+		}
+	}()
 	if slices.Contains(o.stores, verify.StorePostgres) {
 		pg, err := pgtest.StartStandalone()
 		if err != nil {
@@ -206,6 +211,12 @@ func line(r verify.Result) string {
 	}
 	s := fmt.Sprintf("%-9s %-8s schedule %4d seed %d: %d GUIDs, %d attempts, %d posted, %d faults, %d violations, %.1fs",
 		status, r.Schedule.Store, r.Schedule.Index, r.Schedule.Seed, r.GUIDs, r.Attempts, r.Posted, total(r.Faults), len(r.Violations), r.Elapsed.Seconds())
+	switch {
+	case r.Schedule.Failover:
+		s += ", failover"
+	case r.Schedule.ClockShift != 0:
+		s += fmt.Sprintf(", database clock %+dm", int(r.Schedule.ClockShift.Minutes()))
+	}
 	for i, v := range r.Violations {
 		if i == 3 {
 			s += fmt.Sprintf("\n    … %d more in violations.json", len(r.Violations)-3)

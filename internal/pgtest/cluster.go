@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -41,14 +42,26 @@ type Server struct{ s *server }
 // need servers they can start.
 func NewServer(t testing.TB, o Options) *Server {
 	t.Helper()
-	bin := ownBin(t)
-	s, err := startOwned(&server{bin: bin, owned: true, env: o.Env, conf: o.Conf}, true)
+	srv, err := newServer(t, ownBin(t), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &Server{s}
-	t.Cleanup(srv.destroy)
 	return srv
+}
+
+// Cleaner registers what to undo at the end: a testing.TB, or a program's
+// Cleanups.
+type Cleaner interface{ Cleanup(func()) }
+
+// newServer starts a server of c's own and registers its removal with c.
+func newServer(c Cleaner, bin string, o Options) (*Server, error) {
+	s, err := startOwned(&server{bin: bin, owned: true, env: o.Env, conf: o.Conf}, true)
+	if err != nil {
+		return nil, err
+	}
+	srv := &Server{s}
+	c.Cleanup(srv.destroy)
+	return srv, nil
 }
 
 // ownBin is the binaries' directory for a server of the test's own.
@@ -90,9 +103,27 @@ func (v *Server) URL(t testing.TB) string {
 // newSchema creates a schema of its own for t on the server at admin.
 func newSchema(t testing.TB, admin string) string {
 	t.Helper()
-	name := fmt.Sprintf("t%d_%d", os.Getpid(), schemas.Add(1))
-	Exec(t, admin, "CREATE SCHEMA "+name)
+	name, err := createSchema(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return name
+}
+
+// createSchema creates a schema of its own on the server at admin.
+func createSchema(admin string) (string, error) {
+	name := fmt.Sprintf("t%d_%d", os.Getpid(), schemas.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("pgtest: connect %s: %w", admin, err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		return "", fmt.Errorf("pgtest: create schema: %w", err)
+	}
+	return name, nil
 }
 
 // Exec runs statements on the server at url (for a test's ALTER SYSTEM,
@@ -114,16 +145,24 @@ func Exec(t testing.TB, url, sql string, args ...any) {
 // PID is the postmaster's process id.
 func (v *Server) PID(t testing.TB) int {
 	t.Helper()
+	pid, err := v.pid()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func (v *Server) pid() (int, error) {
 	b, err := os.ReadFile(filepath.Join(v.s.data(), "postmaster.pid"))
 	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+		return 0, fmt.Errorf("pgtest: %w", err)
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(first))
 	if err != nil {
-		t.Fatalf("pgtest: postmaster.pid: %v", err)
+		return 0, fmt.Errorf("pgtest: postmaster.pid: %w", err)
 	}
-	return pid
+	return pid, nil
 }
 
 // Kill kills the postmaster with SIGKILL, as a host that dies does, and
@@ -131,19 +170,28 @@ func (v *Server) PID(t testing.TB) int {
 // on their own; no shutdown checkpoint is written.
 func (v *Server) Kill(t testing.TB) {
 	t.Helper()
-	pid := v.PID(t)
+	if err := v.kill(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (v *Server) kill() error {
+	pid, err := v.pid()
+	if err != nil {
+		return err
+	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("pgtest: kill %d: %v", pid, err)
+		return fmt.Errorf("pgtest: kill %d: %w", pid, err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", v.Addr(), time.Second)
 		if err != nil {
-			return
+			return nil
 		}
 		c.Close()
 		if time.Now().After(deadline) {
-			t.Fatalf("pgtest: %s still accepts connections after SIGKILL", v.Addr())
+			return fmt.Errorf("pgtest: %s still accepts connections after SIGKILL", v.Addr())
 		}
 		time.Sleep(10 * time.Millisecond) // polling a port the kernel frees by itself
 	}
@@ -153,9 +201,16 @@ func (v *Server) Kill(t testing.TB) {
 // accepts writes).
 func (v *Server) Promote(t testing.TB) {
 	t.Helper()
-	if out, err := v.s.run("pg_ctl", "-D", v.s.data(), "-w", "-t", "60", "promote"); err != nil {
-		t.Fatalf("pgtest: pg_ctl promote: %v\n%s", err, out)
+	if err := v.promote(); err != nil {
+		t.Fatal(err)
 	}
+}
+
+func (v *Server) promote() error {
+	if out, err := v.s.run("pg_ctl", "-D", v.s.data(), "-w", "-t", "60", "promote"); err != nil {
+		return fmt.Errorf("pgtest: pg_ctl promote: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // Pair is a primary streaming to one standby made with pg_basebackup -R.
@@ -170,22 +225,33 @@ type Pair struct {
 // synchronous one). Both are removed when t ends.
 func NewPair(t testing.TB, sync bool, o Options) *Pair {
 	t.Helper()
-	bin := ownBin(t)
+	p, err := newPair(t, ownBin(t), sync, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newPair starts a pair of c's own and registers its removal with c.
+func newPair(c Cleaner, bin string, sync bool, o Options) (*Pair, error) {
 	conf := append([]string{"wal_level=replica", "max_wal_senders=5", "wal_keep_size=64MB", "hot_standby=on"}, o.Conf...)
 	if sync {
 		conf = append(conf, "synchronous_standby_names='*'")
 	}
-	primary := NewServer(t, Options{Env: o.Env, Conf: conf})
+	primary, err := newServer(c, bin, Options{Env: o.Env, Conf: conf})
+	if err != nil {
+		return nil, err
+	}
 
 	st := &server{bin: bin, owned: true, env: o.Env, conf: o.Conf}
 	if _, err := startOwned(st, false); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	standby := &Server{st}
-	t.Cleanup(standby.destroy)
+	c.Cleanup(standby.destroy)
 	port, err := freePort()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	st.port = port
 	st.base = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", port)
@@ -195,30 +261,33 @@ func NewPair(t testing.TB, sync bool, o Options) *Pair {
 	}
 	host, fromPort, err := net.SplitHostPort(from)
 	if err != nil {
-		t.Fatalf("pgtest: standby source %q: %v", from, err)
+		return nil, fmt.Errorf("pgtest: standby source %q: %w", from, err)
 	}
 	if out, err := st.run("pg_basebackup", "-h", host, "-p", fromPort, "-U", "postgres",
 		"-D", st.data(), "-R", "-X", "stream", "--no-sync", "-c", "fast"); err != nil {
-		t.Fatalf("pgtest: pg_basebackup: %v\n%s", err, out)
+		return nil, fmt.Errorf("pgtest: pg_basebackup: %w\n%s", err, out)
 	}
 	if err := st.startServer(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &Pair{Primary: primary, Standby: standby}
-	p.waitStreaming(t, sync)
-	p.schema = newSchema(t, primary.AdminURL())
-	return p
+	if err := p.waitStreaming(sync); err != nil {
+		return nil, err
+	}
+	if p.schema, err = createSchema(primary.AdminURL()); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // waitStreaming waits until the primary streams to the standby (and, if
 // sync, synchronously).
-func (p *Pair) waitStreaming(t testing.TB, sync bool) {
-	t.Helper()
+func (p *Pair) waitStreaming(sync bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, p.Primary.AdminURL())
 	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+		return fmt.Errorf("pgtest: %w", err)
 	}
 	defer c.Close(context.Background())
 	want := "async"
@@ -229,14 +298,14 @@ func (p *Pair) waitStreaming(t testing.TB, sync bool) {
 		var n int
 		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = $1`, want).Scan(&n)
 		if err != nil {
-			t.Fatalf("pgtest: waiting for the standby: %v", err)
+			return fmt.Errorf("pgtest: waiting for the standby: %w", err)
 		}
 		if n == 1 {
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("pgtest: the standby does not stream (%s) after 60 s", want)
+			return fmt.Errorf("pgtest: the standby does not stream (%s) after 60 s", want)
 		case <-time.After(20 * time.Millisecond): // polling the server's view
 		}
 	}
@@ -255,8 +324,16 @@ func (p *Pair) URL() string {
 // standby.
 func (p *Pair) Failover(t testing.TB) {
 	t.Helper()
-	p.Primary.Kill(t)
-	p.Standby.Promote(t)
+	if err := p.failover(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *Pair) failover() error {
+	if err := p.Primary.kill(); err != nil {
+		return err
+	}
+	return p.Standby.promote()
 }
 
 // FakeClock is the environment that runs a server's processes under
@@ -267,20 +344,29 @@ func (p *Pair) Failover(t testing.TB) {
 // library (fails under LHRELAY_REQUIRE_POSTGRES=1).
 func FakeClock(t testing.TB, offset time.Duration) []string {
 	t.Helper()
+	env, err := fakeClock(offset)
+	if errors.Is(err, errNoFaketime) {
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("%s=1, but: %v", EnvRequire, err)
+		}
+		t.Skip(err)
+	}
+	return env
+}
+
+var errNoFaketime = errors.New("libfaketime not found: install the faketime package (apt-get install faketime)")
+
+func fakeClock(offset time.Duration) ([]string, error) {
 	libs, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
 	if len(libs) == 0 {
-		const why = "libfaketime not found: install the faketime package (apt-get install faketime)"
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatalf("%s=1, but: %s", EnvRequire, why)
-		}
-		t.Skip(why)
+		return nil, errNoFaketime
 	}
 	return []string{
 		"LD_PRELOAD=" + libs[0],
 		fmt.Sprintf("FAKETIME=%+d", int64(offset/time.Second)),
 		// Timeouts and waits inside the server keep the real pace.
 		"FAKETIME_DONT_FAKE_MONOTONIC=1",
-	}
+	}, nil
 }
 
 // PauseReplication stops a standby's WAL receiver (SIGSTOP): the

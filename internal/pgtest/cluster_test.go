@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -42,4 +43,36 @@ func TestPairFailover(t *testing.T) {
 	assert.Equal(t, query[bool](t, p.Standby.AdminURL(), `SELECT pg_is_in_recovery()`), false)
 	Exec(t, p.URL(), `INSERT INTO kept VALUES (2)`)
 	assert.Equal(t, query[int64](t, p.URL(), `SELECT count(*) FROM kept`), int64(2))
+}
+
+// A program's pair (no testing.TB): the same failover, and Cleanups
+// removes both servers.
+func TestProgramPair(t *testing.T) {
+	ownBin(t) // skips (or fails under LHRELAY_REQUIRE_POSTGRES) as NewPair does
+	var c Cleanups
+	p, err := StartPair(&c, true, Options{})
+	assert.NilError(t, err)
+	t.Cleanup(c.Run) // on a failed assertion too; Run runs once
+	Exec(t, p.URL(), `CREATE TABLE kept(v int)`)
+	Exec(t, p.URL(), `INSERT INTO kept VALUES (1)`)
+	assert.NilError(t, p.KillPrimaryAndPromote())
+	Exec(t, p.URL(), `INSERT INTO kept VALUES (2)`)
+	assert.Equal(t, query[int64](t, p.URL(), `SELECT count(*) FROM kept`), int64(2))
+	dir := p.Standby.s.dir
+	c.Run()
+	_, err = os.Stat(dir)
+	assert.Assert(t, os.IsNotExist(err), "the standby's files are still there: %v", err)
+}
+
+// A program's server with its clock shifted.
+func TestProgramClock(t *testing.T) {
+	env, err := ClockEnv(10 * time.Minute)
+	if err != nil {
+		t.Skip(err)
+	}
+	s, err := StartStandaloneWith(Options{Env: env})
+	assert.NilError(t, err)
+	defer s.Close()
+	ahead := -time.Since(query[time.Time](t, s.s.base, `SELECT now()`))
+	assert.Assert(t, ahead > 9*time.Minute && ahead < 11*time.Minute, "the server's clock is %s ahead", ahead)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -20,6 +22,70 @@ func StartStandalone() (*Standalone, error) {
 		return nil, err
 	}
 	return &Standalone{s: s}, nil
+}
+
+// StartStandaloneWith starts a throwaway server shaped by o (its Env and
+// Conf; e.g. ClockEnv's environment), or names why there is none.
+func StartStandaloneWith(o Options) (*Standalone, error) {
+	bin, err := programBin()
+	if err != nil {
+		return nil, err
+	}
+	s, err := startOwned(&server{bin: bin, owned: true, env: o.Env, conf: o.Conf}, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Standalone{s: s}, nil
+}
+
+// programBin is the binaries' directory for a program's own servers.
+func programBin() (string, error) {
+	bin := findBin()
+	if bin == "" {
+		return "", errMissing
+	}
+	return bin, nil
+}
+
+// StartPair is NewPair for a program: c (a Cleanups) removes both servers.
+func StartPair(c Cleaner, sync bool, o Options) (*Pair, error) {
+	bin, err := programBin()
+	if err != nil {
+		return nil, err
+	}
+	return newPair(c, bin, sync, o)
+}
+
+// KillPrimaryAndPromote is Failover for a program.
+func (p *Pair) KillPrimaryAndPromote() error { return p.failover() }
+
+// ClockEnv is FakeClock for a program: the environment that shifts a
+// server's clock by offset, or why there is none.
+func ClockEnv(offset time.Duration) ([]string, error) { return fakeClock(offset) }
+
+// Cleanups is a Cleaner for a program: Run undoes what was registered,
+// last first.
+type Cleanups struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+// Cleanup registers f.
+func (c *Cleanups) Cleanup(f func()) {
+	c.mu.Lock()
+	c.fns = append(c.fns, f)
+	c.mu.Unlock()
+}
+
+// Run runs what was registered, last first, once.
+func (c *Cleanups) Run() {
+	c.mu.Lock()
+	fns := c.fns
+	c.fns = nil
+	c.mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
 }
 
 // Schema creates a fresh schema name and returns the URL that uses it.

@@ -16,6 +16,9 @@ type faultKind struct {
 	name     string
 	weight   int
 	postgres bool // only on a PostgreSQL ledger
+	// standalone: only on a single server (its restart, and the fault
+	// proxy in front of it), not on a failover schedule's pair.
+	standalone bool
 	// delay draws the event's duration (zero: none).
 	delay func(*rand.Rand, params) time.Duration
 	apply func(context.Context, *world, Event) error
@@ -73,25 +76,34 @@ var faultKinds = []faultKind{
 	{name: "purge", weight: 1, delay: noDelay, apply: func(ctx context.Context, w *world, _ Event) error {
 		return w.batch(ctx, false, "purge", "--days", "1")
 	}},
-	{name: "postgres-lost-commit", weight: 2, postgres: true, delay: noDelay, apply: func(_ context.Context, w *world, e Event) error {
+	{name: "postgres-lost-commit", weight: 2, postgres: true, standalone: true, delay: noDelay, apply: func(_ context.Context, w *world, e Event) error {
 		// The next COMMITs reach the server, and their answers are lost.
 		w.proxy.CutAfterCommits(e.N)
 		return nil
 	}},
-	{name: "postgres-cut", weight: 1, postgres: true, delay: noDelay, apply: func(_ context.Context, w *world, _ Event) error {
+	{name: "postgres-cut", weight: 1, postgres: true, standalone: true, delay: noDelay, apply: func(_ context.Context, w *world, _ Event) error {
 		w.proxy.CutAll() // every connection to the database at once
 		return nil
 	}},
-	{name: "postgres-restart", weight: 1, postgres: true, delay: noDelay, apply: func(_ context.Context, w *world, _ Event) error {
-		return w.cfg.PG.Restart()
+	{name: "postgres-restart", weight: 1, postgres: true, standalone: true, delay: noDelay, apply: func(_ context.Context, w *world, _ Event) error {
+		return w.pg.Restart()
+	}},
+	// Never drawn by weight: a failover schedule (Schedule.Failover) has
+	// exactly one, the primary killed and the synchronous standby
+	// promoted; the relays follow through their multi-host URL.
+	{name: failoverKind, weight: 0, postgres: true, delay: noDelay, apply: func(_ context.Context, w *world, _ Event) error {
+		return w.pair.KillPrimaryAndPromote()
 	}},
 }
 
-// faultsFor lists the kinds a schedule on store may draw.
-func faultsFor(store string) []faultKind {
+const failoverKind = "postgres-failover"
+
+// faultsFor lists the kinds a schedule on store may draw; on a failover
+// schedule's pair, none that needs a single server.
+func faultsFor(store string, failover bool) []faultKind {
 	var ks []faultKind
 	for _, k := range faultKinds {
-		if !k.postgres || store == StorePostgres {
+		if (!k.postgres || store == StorePostgres) && !(failover && k.standalone) && k.weight > 0 {
 			ks = append(ks, k)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/pgtest"
 )
 
 // Result is what one schedule produced.
@@ -71,10 +72,29 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 
 	switch s.Store {
 	case StorePostgres:
-		if cfg.PG == nil {
+		if s.Failover {
+			// A pair of the schedule's own: the failover leaves it
+			// with a dead primary. The relays and batch commands reach
+			// whichever server takes writes through the multi-host URL.
+			var cleanups pgtest.Cleanups
+			defer cleanups.Run()
+			if w.pair, err = pgtest.StartPair(&cleanups, true, pgtest.Options{}); err != nil {
+				return fail(err)
+			}
+			w.db = w.pair.URL()
+			break
+		}
+		w.pg = cfg.PG
+		if s.ClockShift != 0 {
+			if w.pg, err = cfg.clockServer(s.ClockShift); err != nil {
+				return fail(err)
+			}
+			w.applied[fmt.Sprintf("postgres-clock%+dm", int(s.ClockShift.Minutes()))]++
+		}
+		if w.pg == nil {
 			return fail(fmt.Errorf("no PostgreSQL server"))
 		}
-		direct, err := cfg.PG.Schema(ctx, fmt.Sprintf("verify_%d_%d", s.Seed, s.Index))
+		direct, err := w.pg.Schema(ctx, fmt.Sprintf("verify_%d_%d", s.Seed, s.Index))
 		if err != nil {
 			return fail(err)
 		}

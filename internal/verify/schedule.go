@@ -15,7 +15,15 @@ type Schedule struct {
 	Relays int
 	Txs    []Business
 	Events []Event
+	// On PostgreSQL, the ledger is on a synchronous pair that fails over
+	// once (Failover), or on a server whose clock is shifted by
+	// ClockShift for the whole schedule (which must change nothing).
+	Failover   bool
+	ClockShift time.Duration
 }
+
+// clockShift is how far a shifted database clock is from the relays'.
+const clockShift = 10 * time.Minute
 
 // Business is one business transaction of a channel: one GUID, retried.
 type Business struct {
@@ -82,7 +90,17 @@ func newSchedule(seed uint64, index int, store string, relays int, duration time
 		}
 		s.Txs = append(s.Txs, b)
 	}
-	kinds := faultsFor(store)
+	if store == StorePostgres {
+		switch rng.IntN(5) {
+		case 0:
+			s.Failover = true
+		case 1:
+			s.ClockShift = clockShift
+		case 2:
+			s.ClockShift = -clockShift
+		}
+	}
+	kinds := faultsFor(store, s.Failover)
 	total := 0
 	for _, k := range kinds {
 		total += k.weight
@@ -105,6 +123,9 @@ func newSchedule(seed uint64, index int, store string, relays int, duration time
 		}
 		e.Delay = k.delay(rng, p)
 		s.Events = append(s.Events, e)
+	}
+	if s.Failover {
+		s.Events = append(s.Events, Event{At: time.Duration(rng.Int64N(int64(duration))), Kind: failoverKind})
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,8 +39,8 @@ const coreCapacity = 8
 
 // Config is one verify run.
 type Config struct {
-	Bin      string // directory holding relay, coresim, resolve, reprocess, purge
-	PG       *pgtest.Standalone
+	Bin      string             // directory holding relay, coresim, resolve, reprocess, purge
+	PG       *pgtest.Standalone // the PostgreSQL schedules' server
 	Relays   int
 	Duration time.Duration
 	Rate     float64    // business transactions a second; 0: the default
@@ -47,6 +48,44 @@ type Config struct {
 	Plant    plant.Name // "": none
 	Log      io.Writer  // progress lines
 	params   params
+
+	clockMu sync.Mutex
+	clocks  map[time.Duration]*pgtest.Standalone // servers with a shifted clock, started when first needed
+}
+
+// clockServer returns the server whose clock is shifted by d, started
+// the first time it is asked for.
+func (cfg *Config) clockServer(d time.Duration) (*pgtest.Standalone, error) {
+	cfg.clockMu.Lock()
+	defer cfg.clockMu.Unlock()
+	if s := cfg.clocks[d]; s != nil {
+		return s, nil
+	}
+	env, err := pgtest.ClockEnv(d)
+	if err != nil {
+		return nil, err
+	}
+	s, err := pgtest.StartStandaloneWith(pgtest.Options{Env: env})
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL with its clock shifted by %v: %w", d, err)
+	}
+	if cfg.clocks == nil {
+		cfg.clocks = map[time.Duration]*pgtest.Standalone{}
+	}
+	cfg.clocks[d] = s
+	return s, nil
+}
+
+// Close stops the servers the run started itself (shifted clocks).
+func (cfg *Config) Close() error {
+	cfg.clockMu.Lock()
+	defer cfg.clockMu.Unlock()
+	var errs []error
+	for _, s := range cfg.clocks {
+		errs = append(errs, s.Close())
+	}
+	cfg.clocks = nil
+	return errors.Join(errs...)
 }
 
 // world is the processes of one schedule.
@@ -61,7 +100,9 @@ type world struct {
 	ctlURL  string
 	relays  []*relay
 	httpc   *http.Client
-	proxy   *faultproxy.Proxy // between the relays and PostgreSQL; nil on SQLite
+	proxy   *faultproxy.Proxy  // between the relays and PostgreSQL; nil on SQLite and on a pair
+	pg      *pgtest.Standalone // the schedule's single server; nil on SQLite and on a pair
+	pair    *pgtest.Pair       // a failover schedule's servers
 
 	mu        sync.Mutex
 	reprocess []span         // when reprocess runs were under way
