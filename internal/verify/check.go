@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
@@ -29,6 +30,9 @@ type history struct {
 	truth     []coresim.TruthEvent
 	rows      map[string]ledger.Row
 	reprocess []span
+	// entries is each GUID's history in the ledger (SPEC 6b); nil when it
+	// was not read, and then the transitions check has nothing to hold.
+	entries map[string][]ledger.Entry
 }
 
 // guidHistory is the part of a history about one GUID.
@@ -55,6 +59,7 @@ var checks = []check{
 	{"e904-exactly-for-another-body", checkReused},
 	{"settled-row-agrees-with-core", checkRow},
 	{"no-lookup-during-post", checkLookups},
+	{"history-accounts-for-every-transition", checkTransitions},
 }
 
 func readTruth(path string) ([]coresim.TruthEvent, error) {
@@ -354,4 +359,75 @@ func checkLookups(g *guidHistory) []string {
 		}
 	}
 	return nil
+}
+
+// checkTransitions: the ledger's history of the GUID (SPEC 6b) accounts for
+// every transition of its row. Taken in time order, the entries chain from
+// no row: each one's before is the previous one's after, attempts never go
+// down, and the last one's after is the settled row (its state, rsp_code
+// and attempts), or no row when there is none. An entry that records a
+// late answer over a re-claimed row changes nothing (before and after are
+// the row's state): its rsp_code is the core's answer, not the row's, so
+// only its state is held to the chain.
+func checkTransitions(g *guidHistory) []string {
+	if g.h.entries == nil {
+		return nil
+	}
+	es := slices.Clone(g.h.entries[g.guid])
+	sort.SliceStable(es, func(i, j int) bool { return es[i].At.Before(es[j].At) })
+	type state struct {
+		st       ledger.State
+		rsp      string
+		attempts int
+	}
+	var cur state // no row
+	var shown []string
+	for i := 0; i < len(es); i++ {
+		e := es[i]
+		fits := func(e ledger.Entry) bool {
+			return e.StateBefore == cur.st && (e.RspBefore == cur.rsp || e.StateBefore == e.StateAfter)
+		}
+		// Two changes of one row may carry the same time (their
+		// transactions read the clock in the same microsecond): the one
+		// that fits the chain comes first.
+		if !fits(e) && i+1 < len(es) && es[i+1].At.Equal(e.At) && fits(es[i+1]) {
+			es[i], es[i+1] = es[i+1], es[i]
+			e = es[i]
+		}
+		shown = append(shown, entryString(e))
+		if !fits(e) {
+			return append(shown, fmt.Sprintf("expected a change from %s", stateString(cur.st, cur.rsp)))
+		}
+		if e.StateAfter != "" && e.Attempts < cur.attempts {
+			return append(shown, fmt.Sprintf("attempts went down from %d", cur.attempts))
+		}
+		switch {
+		case e.StateBefore == e.StateAfter:
+			// a note that changed nothing
+		case e.StateAfter == "":
+			cur = state{} // purged: a later claim starts again
+		default:
+			cur = state{e.StateAfter, e.RspAfter, e.Attempts}
+		}
+	}
+	r := g.row
+	switch {
+	case r == nil && cur.st != "":
+		return append(shown, "the history ends in "+stateString(cur.st, cur.rsp), rowString(nil))
+	case r != nil && (cur.st != r.State || cur.rsp != r.RspCode || cur.attempts != r.Attempts):
+		return append(shown, fmt.Sprintf("the history ends in %s attempts %d", stateString(cur.st, cur.rsp), cur.attempts), rowString(r))
+	}
+	return nil
+}
+
+func stateString(st ledger.State, rsp string) string {
+	if st == "" {
+		return "no row"
+	}
+	return fmt.Sprintf("%s/%s", st, rsp)
+}
+
+func entryString(e ledger.Entry) string {
+	return fmt.Sprintf("history %s %s → %s attempts %d by %s: %s", ts(e.At),
+		stateString(e.StateBefore, e.RspBefore), stateString(e.StateAfter, e.RspAfter), e.Attempts, e.Command, e.Reason)
 }

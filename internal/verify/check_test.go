@@ -175,3 +175,59 @@ func TestSQLiteDrawsNoPostgresFault(t *testing.T) {
 		}
 	}
 }
+
+// TestTransitions: the ledger's history must chain from no row to the
+// settled row, entry by entry.
+func TestTransitions(t *testing.T) {
+	f := newFixture(t)
+	arrive := coresim.TruthEvent{At: at(40), Ev: coresim.TruthArrive, GUID: testGUID}
+	entry := func(ms int, from, fromRsp, to, toRsp string, attempts int) ledger.Entry {
+		return ledger.Entry{GUID: testGUID, At: at(ms), StateBefore: ledger.State(from), RspBefore: fromRsp,
+			StateAfter: ledger.State(to), RspAfter: toRsp, Attempts: attempts}
+	}
+	claim := entry(10, "", "", "SENT", "", 1)
+	unknown := entry(1000, "SENT", "", "UNKNOWN", codeUnknown, 1)
+	resolved := entry(5000, "UNKNOWN", codeUnknown, "DONE", codeOK, 1)
+	for _, tc := range []struct {
+		name    string
+		entries []ledger.Entry
+		row     map[string]ledger.Row
+		fails   bool
+	}{
+		{name: "every transition", entries: []ledger.Entry{claim, unknown, resolved}},
+		{name: "a transition missing", fails: true, entries: []ledger.Entry{claim, resolved}},
+		{name: "no claim", fails: true, entries: []ledger.Entry{unknown, resolved}},
+		{name: "ends elsewhere than the row", fails: true, entries: []ledger.Entry{claim, unknown}},
+		{name: "attempts differ from the row's", fails: true,
+			entries: []ledger.Entry{claim, unknown, entry(5000, "UNKNOWN", codeUnknown, "DONE", codeOK, 2)}},
+		{name: "same time, chain order", entries: []ledger.Entry{claim, entry(1000, "UNKNOWN", codeUnknown, "DONE", codeOK, 1), unknown}},
+		{name: "a note that changes nothing", entries: []ledger.Entry{claim, unknown,
+			entry(2000, "UNKNOWN", codeUnknown, "UNKNOWN", codeOK, 1), resolved}},
+		{name: "no history for a row", fails: true, entries: nil},
+		{name: "no row, no history", row: map[string]ledger.Row{}, entries: nil},
+		{name: "history for no row", fails: true, row: map[string]ledger.Row{}, entries: []ledger.Entry{claim}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := tc.row
+			if rows == nil {
+				rows = f.row(ledger.StateDone, codeOK, f.orig, f.answer)
+			}
+			h := history{tx: f.tx, attempts: []Attempt{f.attempt(codeOK, 0, 100, f.orig)},
+				truth: []coresim.TruthEvent{arrive, f.posting}, rows: rows,
+				entries: map[string][]ledger.Entry{testGUID: tc.entries}}
+			if len(rows) == 0 {
+				h.attempts[0] = Attempt{GUID: testGUID, Sent: at(0), Answered: at(10), Err: "cannot reach relay", Request: f.orig}
+				h.truth = nil
+			}
+			var failed []string
+			for _, v := range h.check() {
+				failed = append(failed, v.Check)
+			}
+			if tc.fails {
+				assert.Check(t, is.DeepEqual(failed, []string{"history-accounts-for-every-transition"}))
+			} else {
+				assert.Check(t, is.Len(failed, 0), "%v", failed)
+			}
+		})
+	}
+}

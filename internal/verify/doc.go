@@ -54,6 +54,10 @@
 //     posted (with the posting's body), otherwise DONE with a refusal or
 //     FAILED/E902; none is SENT or UNKNOWN; a GUID without a row was never
 //     posted and never answered as processed.
+//   - the row's history (SPEC 6b, Ledger.History) accounts for every
+//     transition: in time order its entries chain from no row to the
+//     settled row, each entry's before the previous one's after, attempts
+//     never going down and ending at the row's.
 //
 // A violation names the check, the GUID, the schedule's seed and the events
 // that show it; the GUID's whole history is written as an HTML page into

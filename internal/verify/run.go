@@ -207,7 +207,15 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 	if err != nil {
 		return fail(err)
 	}
-	h := history{tx: tx, attempts: attempts, truth: truth, rows: rows, reprocess: w.reprocess}
+	guids := make([]string, 0, len(s.Txs))
+	for _, b := range s.Txs {
+		guids = append(guids, b.GUID)
+	}
+	entries, err := readHistories(ctx, w.db, guids)
+	if err != nil {
+		return fail(err)
+	}
+	h := history{tx: tx, attempts: attempts, truth: truth, rows: rows, reprocess: w.reprocess, entries: entries}
 	res.Violations = h.check()
 	res.Attempts = len(attempts)
 	res.GUIDs = len(s.Txs)
@@ -271,6 +279,22 @@ func readRows(ctx context.Context, db string) (map[string]ledger.Row, error) {
 		return nil
 	})
 	return rows, err
+}
+
+// readHistories reads each GUID's history (SPEC 6b) from the ledger.
+func readHistories(ctx context.Context, db string, guids []string) (map[string][]ledger.Entry, error) {
+	l, err := ledger.OpenExisting(db)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	hs := make(map[string][]ledger.Entry, len(guids))
+	for _, g := range guids {
+		if hs[g], err = l.History(ctx, g); err != nil {
+			return nil, err
+		}
+	}
+	return hs, nil
 }
 
 // panicked reports a panic in any process's output: none may reach a
