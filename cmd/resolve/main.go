@@ -1,7 +1,7 @@
 // Command resolve settles ledger rows whose result is unknown by asking the
 // core, and never POSTs (SPEC §7):
 //
-//	resolve --db PATH --core URL --min-age SECONDS [--stale-sent SECONDS]
+//	resolve --db PATH --core URL --min-age SECONDS [--stale-sent SECONDS] [--guid GUID[,GUID…]]
 //
 // For each UNKNOWN row last updated at least --min-age seconds ago, and each
 // SENT row older than --stale-sent (orphaned by a relay that died mid-call;
@@ -11,7 +11,8 @@
 // channel's retry is answered with it; 404 → FAILED/E902, safe to resend;
 // anything else → unchanged. A read declared "lookup none" becomes
 // FAILED/E902 without a core call; a row of a TX_CODE this binary does not
-// know is left unchanged (unknown_tx). Exit status 0 when every row was handled, 1 when
+// know is left unchanged (unknown_tx). --guid settles only the rows of the
+// GUIDs it lists (the same rules, the same ages). Exit status 0 when every row was handled, 1 when
 // the core could not be reached for some (they are unchanged: alert), 2 for
 // bad arguments or an unusable database.
 package main
@@ -20,6 +21,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"lhrelay/internal/app"
@@ -35,6 +37,7 @@ func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writ
 	var minAge, staleSent time.Duration
 	cliflag.SecondsVar(c.Flags, &minAge, "min-age", 0, "only UNKNOWN rows last updated at least this many seconds ago (required)")
 	cliflag.SecondsVar(c.Flags, &staleSent, "stale-sent", 600*time.Second, "also settle SENT rows last updated at least this many seconds ago (0: off)")
+	guids := c.Flags.String("guid", "", "only the rows of these `GUIDs` (comma-separated)")
 	if err := c.Parse(args, stdout); err != nil {
 		return nil, err
 	}
@@ -48,5 +51,17 @@ func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writ
 	defer l.Close()
 	return batch.Resolve(ctx, l, client, batch.ResolveConfig{
 		MinAge: minAge, StaleSent: staleSent, Now: time.Now(), Progress: app.Counter(os.Stderr, "resolve"), Log: c.Logger(),
+		GUIDs: splitList(*guids),
 	})
+}
+
+// splitList is the comma-separated values of s, without empty ones.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -27,7 +27,10 @@ type ResolveConfig struct {
 	StaleSent time.Duration
 	// Now is the relay's clock for the SENT_AT of the response frames
 	// built; it selects nothing.
-	Now      time.Time
+	Now time.Time
+	// GUIDs, when not empty: only the rows of these GUIDs (an operator
+	// settling the rows they are looking at).
+	GUIDs    []string
 	Progress func(done, total int) // called after each row; nil: not reported
 	Log      *slog.Logger
 }
@@ -75,8 +78,15 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	}
 	done := 0
 	seen := map[string]struct{}{}
+	only := map[string]bool{}
+	for _, g := range cfg.GUIDs {
+		only[g] = true
+	}
 	for _, f := range selections {
 		err := scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
+			if len(only) > 0 && !only[row.GUID] {
+				return nil
+			}
 			s.Add("selected")
 			outcome, err := resolveRow(ctx, l, core, row, cfg.Now)
 			s.Add(outcome)

@@ -148,6 +148,22 @@ func testResolveStaleSentOff(t *testing.T, tl *testLedger) {
 	assert.Equal(t, tl.row(sent).State, ledger.StateSent)
 }
 
+func TestResolveOnlyGUIDs(t *testing.T) {
+	eachStore(t, testResolveOnlyGUIDs)
+}
+
+// --guid: only the rows named are settled, by the same rules.
+func testResolveOnlyGUIDs(t *testing.T, tl *testLedger) {
+	c := newCore(t)
+	named := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+	other := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+	s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now(), GUIDs: []string{named}})
+	assert.NilError(t, err)
+	assert.Equal(t, s.Count("selected"), 1)
+	assert.Equal(t, tl.row(named).State, ledger.StateFailed)
+	assert.Equal(t, tl.row(other).State, ledger.StateUnknown)
+}
+
 func TestResolveLeavesRowsWhenCoreUnreachable(t *testing.T) {
 	eachStore(t, testResolveLeavesRowsWhenCoreUnreachable)
 }

@@ -143,6 +143,7 @@ const hangTimeout = time.Minute
 //	POST /arm?fault=NAME&n=N&delay=SECONDS  arm a fault for the next N requests
 //	POST /disarm                            drop every armed fault, and the service time
 //	GET  /inflight                          requests being handled now
+//	GET  /inflight?guid=GUID                POSTs of GUID being handled now (needs the truth log)
 //	POST /service?each=SECONDS&for=SECONDS  every request takes that long for a while
 //	                                        (with Config.MaxConcurrent: a core at its capacity)
 //
@@ -179,7 +180,15 @@ func (s *Server) ControlHandler(refuse func(time.Duration) error) http.Handler {
 		s.SetService(0)
 		w.WriteHeader(http.StatusNoContent)
 	})
-	mux.HandleFunc("GET /inflight", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /inflight", func(w http.ResponseWriter, r *http.Request) {
+		if g := r.FormValue("guid"); g != "" {
+			if s.truth == nil {
+				http.Error(w, "guid: needs the truth log", http.StatusBadRequest)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(s.truth.postsOf(g))
+			return
+		}
 		_ = json.NewEncoder(w).Encode(s.InFlight())
 	})
 	mux.HandleFunc("POST /service", func(w http.ResponseWriter, r *http.Request) {
@@ -240,10 +249,13 @@ func (l *truthLog) posting(guid string, d int) {
 }
 
 // postingNow reports whether a POST of guid is being handled.
-func (l *truthLog) postingNow(guid string) bool {
+func (l *truthLog) postingNow(guid string) bool { return l.postsOf(guid) > 0 }
+
+// postsOf is how many POSTs of guid are being handled.
+func (l *truthLog) postsOf(guid string) int {
 	l.postsMu.Lock()
 	defer l.postsMu.Unlock()
-	return l.posts[guid] > 0
+	return l.posts[guid]
 }
 
 // TruthEvent is one line of the truth log.

@@ -3,6 +3,7 @@ package coresim_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -186,6 +187,37 @@ func TestControlHandler(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, strings.TrimSpace(string(b)), "0")
+}
+
+// TestInFlightOfGUID: the control counts the POSTs of one GUID being
+// handled.
+func TestInFlightOfGUID(t *testing.T) {
+	var truth lockedBuffer
+	sim, url := start(t, coresim.Config{Truth: &truth})
+	ctl := httptest.NewServer(sim.ControlHandler(nil))
+	t.Cleanup(ctl.Close)
+	sim.Arm(coresim.FaultHang, 1, 0) // held until its caller gives up
+	g := guid(1)
+	b, _ := json.Marshal(transfer(g, 100, "x"))
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/transfers", bytes.NewReader(b))
+	req.Header.Set("X-GUID", g)
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = http.DefaultClient.Do(req) }()
+	t.Cleanup(func() { cancel(); <-done })
+	of := func(g string) string {
+		resp, err := http.Get(ctl.URL + "/inflight?guid=" + g)
+		assert.NilError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(b))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for of(g) != "1" {
+		assert.Assert(t, time.Now().Before(deadline), "the POST never arrived")
+		time.Sleep(time.Millisecond) // polling the count under test
+	}
+	assert.Equal(t, of(guid(2)), "0")
 }
 
 // TestLookupDuringPost: a lookup answered while a POST of the same GUID is

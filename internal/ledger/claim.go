@@ -344,7 +344,7 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) 
 	return func(tx stmts) error {
 		err := outcome(tx)
 		var se *StateError
-		if !errors.As(err, &se) || se.Found != StateFailed || se.FoundAttempts != attempts {
+		if !errors.As(err, &se) || se.Found != StateFailed || se.FoundAttempts != attempts || plant.On(plant.ForgetLate200) {
 			if se != nil && se.Reclaimed {
 				l.conflicts.Add(1)
 				// The row does not change, but its history must say what

@@ -31,10 +31,14 @@ const (
 	// ages by the process's clock, running 10 minutes ahead, instead of
 	// the database's.
 	SettleClockAhead Name = "settle-clock-ahead"
+	// ForgetLate200: the core's answer to a call whose row was settled
+	// FAILED while it was under way (a lookup that came too early) is not
+	// recorded: the row stays FAILED/E902 though the core posted it.
+	ForgetLate200 Name = "forget-late-200"
 )
 
 // All lists the planted mistakes, for cmd/verify's --plant and its CI run.
-var All = []Name{ReprocessUnknown, ClaimSelectInsert, ReadTimeoutE902, LookupOtherGUID, SettleClockAhead}
+var All = []Name{ReprocessUnknown, ClaimSelectInsert, ReadTimeoutE902, LookupOtherGUID, SettleClockAhead, ForgetLate200}
 
 // EnvVar names the environment variable a verifybugs build reads.
 const EnvVar = "LHRELAY_PLANT"
