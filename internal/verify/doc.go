@@ -19,6 +19,21 @@
 //
 // Each fault kind is one entry of the faults table (faults.go): its name,
 // its weight in the draw, whether it needs PostgreSQL, and what it does.
+
+// Three faults are drawn per schedule rather than per event. On
+// PostgreSQL, one schedule in five runs on a synchronous pair of its own
+// that fails over once (the relays on a multi-host URL with
+// target_session_attrs=read-write), and two in five on a server whose
+// clock is 10 minutes ahead or behind (libfaketime), which must change
+// nothing. One schedule in two settles early: about one business
+// transaction in fifty is held by the core (memo SLOW, 0.85 s, within the
+// relay's 1 s timeout) while resolve --guid settles it with no age, as an
+// operator with too short a window would; the lookup gets 404, the row
+// becomes FAILED/E902, and the relay must record the core's late 200 over
+// it. Those transactions have one attempt, no twin and no replay, and in
+// those schedules reprocess runs only after quiesce and relay-kill waits
+// for the call: any other send in that window posts twice, which no relay
+// can prevent once the operator settled too early.
 //
 // After the traffic the run is quiesced (channels done, faults disarmed, no
 // request in flight at the core, relays stopped by SIGTERM) and settled:
@@ -49,7 +64,9 @@
 //   - no lookup while the core still handles a POST of the GUID: settling
 //     waits (--settle-min-age and resolve --min-age 4 s, --stale-sent 7 s,
 //     by the database's clock) longer than the core ever takes here
-//     (1.8 s), so a lookup that overtakes a posting measured an age wrong;
+//     (1.8 s), so a lookup that overtakes a posting measured an age wrong.
+//     A GUID of the early-settle fault is exempt: there the lookup
+//     overtakes the POST on purpose;
 //   - after settling, the row agrees with the core: DONE/0000 if and only if
 //     posted (with the posting's body), otherwise DONE with a refusal or
 //     FAILED/E902; none is SENT or UNKNOWN; a GUID without a row was never

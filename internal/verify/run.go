@@ -12,6 +12,7 @@ import (
 
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/pgtest"
+	"lhrelay/internal/plant"
 )
 
 // Result is what one schedule produced.
@@ -36,6 +37,7 @@ func (cfg *Config) NewSchedule(seed uint64, index int, store string) Schedule {
 		if cfg.Rate > 0 {
 			cfg.params.rate = cfg.Rate
 		}
+		cfg.params.earlyAll = cfg.Plant == plant.ForgetLate200
 	}
 	return newSchedule(seed, index, store, cfg.Relays, cfg.Duration, cfg.params)
 }
@@ -215,7 +217,7 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 	if err != nil {
 		return fail(err)
 	}
-	h := history{tx: tx, attempts: attempts, truth: truth, rows: rows, reprocess: w.reprocess, entries: entries}
+	h := history{tx: tx, attempts: attempts, truth: truth, rows: rows, reprocess: w.reprocess, entries: entries, early: w.earlyGUIDs}
 	res.Violations = h.check()
 	res.Attempts = len(attempts)
 	res.GUIDs = len(s.Txs)

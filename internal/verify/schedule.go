@@ -20,6 +20,10 @@ type Schedule struct {
 	// ClockShift for the whole schedule (which must change nothing).
 	Failover   bool
 	ClockShift time.Duration
+	// EarlySettle: some business transactions (Business.EarlySettle) are
+	// settled while their call is at the core, and reprocess runs only
+	// after quiesce.
+	EarlySettle bool
 }
 
 // clockShift is how far a shifted database clock is from the relays'.
@@ -37,6 +41,14 @@ type Business struct {
 	Relays      []int         // the relay of each attempt (and of the twin)
 	Backoff     time.Duration // between attempts
 	Replay      bool          // after a final answer, send once more
+	// EarlySettle: its first attempt's call is slow at the core (memo
+	// SLOW, params.slow, within the relay's timeout), and resolve settles
+	// the GUID while the core holds it, too early: the lookup gets 404
+	// and the row becomes FAILED/E902, until the relay records the core's
+	// late 200 over it. One attempt, no twin, no other body, no replay:
+	// any other send of the GUID in that window would be a second
+	// posting, which is what the late-answer rule cannot prevent.
+	EarlySettle bool
 }
 
 // Event is one fault at an offset of the traffic.
@@ -54,6 +66,10 @@ type params struct {
 	maxDelay  time.Duration // the longest core delay a fault draws
 	rate      float64       // business transactions per second
 	faultRate float64       // faults per second
+	slow      time.Duration // how long the core holds an early-settled call
+	// earlyAll: every schedule is an early-settle schedule (for the plant
+	// only they can show); otherwise one in two.
+	earlyAll bool
 }
 
 var defaultParams = params{
@@ -61,12 +77,14 @@ var defaultParams = params{
 	maxDelay:  1800 * time.Millisecond,
 	rate:      300,
 	faultRate: 8,
+	slow:      850 * time.Millisecond,
 }
 
 // newSchedule draws schedule index of seed.
 func newSchedule(seed uint64, index int, store string, relays int, duration time.Duration, p params) Schedule {
 	rng := rand.New(rand.NewPCG(seed, uint64(index)))
 	s := Schedule{Index: index, Seed: seed, Store: store, Relays: relays}
+	s.EarlySettle = rng.IntN(2) == 0 || p.earlyAll
 	n := int(p.rate * duration.Seconds())
 	for range n {
 		b := Business{
@@ -88,6 +106,10 @@ func newSchedule(seed uint64, index int, store string, relays int, duration time
 		for range b.MaxAttempts + 2 {
 			b.Relays = append(b.Relays, rng.IntN(relays))
 		}
+		if rng.IntN(50) == 0 && s.EarlySettle {
+			b.EarlySettle, b.Memo, b.MaxAttempts = true, "SLOW early settle", 1
+			b.Twice, b.VariantAt, b.Replay = false, 0, false
+		}
 		s.Txs = append(s.Txs, b)
 	}
 	if store == StorePostgres {
@@ -100,7 +122,7 @@ func newSchedule(seed uint64, index int, store string, relays int, duration time
 			s.ClockShift = -clockShift
 		}
 	}
-	kinds := faultsFor(store, s.Failover)
+	kinds := faultsFor(store, s.Failover, s.EarlySettle)
 	total := 0
 	for _, k := range kinds {
 		total += k.weight

@@ -104,10 +104,15 @@ type world struct {
 	pg      *pgtest.Standalone // the schedule's single server; nil on SQLite and on a pair
 	pair    *pgtest.Pair       // a failover schedule's servers
 
-	mu        sync.Mutex
-	reprocess []span         // when reprocess runs were under way
-	applied   map[string]int // faults applied, by kind
-	runErrs   []string       // the runner's own failures (not violations)
+	// early is held (read) while a call settled early may still be
+	// answered, and taken by relay-kill.
+	early sync.RWMutex
+
+	mu         sync.Mutex
+	earlyGUIDs map[string]bool // settled early, while the core held their call
+	reprocess  []span          // when reprocess runs were under way
+	applied    map[string]int  // faults applied, by kind
+	runErrs    []string        // the runner's own failures (not violations)
 }
 
 type span struct{ from, to time.Time }
@@ -129,7 +134,7 @@ func (w *world) runErr(format string, args ...any) {
 func (w *world) startCore() error {
 	p, rest, err := startProc("coresim", filepath.Join(w.cfg.Bin, "coresim"),
 		[]string{"--port", "0", "--control", "127.0.0.1:0", "--truth", filepath.Join(w.dir, "truth.jsonl"),
-			"--max-concurrent", fmt.Sprint(coreCapacity)},
+			"--max-concurrent", fmt.Sprint(coreCapacity), "--delay", fmt.Sprint(w.cfg.params.slow.Seconds())},
 		w.env(), w.logf, "coresim listening on ", 30*time.Second)
 	if err != nil {
 		return err
