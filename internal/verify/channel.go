@@ -96,14 +96,14 @@ func (w *world) business(ctx context.Context, tx *generated.Transaction, b Busin
 			codes = append(codes, a.Code)
 			mu.Unlock()
 		}
-		if n == 1 && b.EarlySettle {
+		if b.EarlySettle && !w.settledEarly(b.GUID) {
 			answered := make(chan struct{})
 			w.early.RLock()
 			go w.settleEarly(ctx, b.GUID, answered)
 			wg.Add(1)
 			go func() {
 				defer close(answered)
-				send(b.Relays[0], false)
+				send(b.Relays[n-1], false)
 			}()
 		} else {
 			wg.Add(1)
@@ -114,6 +114,12 @@ func (w *world) business(ctx context.Context, tx *generated.Transaction, b Busin
 			go send(b.Relays[len(b.Relays)-1], true)
 		}
 		wg.Wait()
+		if b.EarlySettle && (len(codes) != 1 || codes[0] != codeNotSent) {
+			// Sent again only after E902, which sent nothing: another
+			// send while a call settled early may still post would be a
+			// second posting.
+			return
+		}
 		if isVariant {
 			continue
 		}
@@ -198,6 +204,12 @@ func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan st
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+func (w *world) settledEarly(guid string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.earlyGUIDs[guid]
 }
 
 // waitAtCore waits (at most within) until the core handles a POST of guid.

@@ -41,13 +41,14 @@ type Business struct {
 	Relays      []int         // the relay of each attempt (and of the twin)
 	Backoff     time.Duration // between attempts
 	Replay      bool          // after a final answer, send once more
-	// EarlySettle: its first attempt's call is slow at the core (memo
-	// SLOW, params.slow, within the relay's timeout), and resolve settles
-	// the GUID while the core holds it, too early: the lookup gets 404
-	// and the row becomes FAILED/E902, until the relay records the core's
-	// late 200 over it. One attempt, no twin, no other body, no replay:
-	// any other send of the GUID in that window would be a second
-	// posting, which is what the late-answer rule cannot prevent.
+	// EarlySettle: its call is slow at the core (memo SLOW, params.slow,
+	// within the relay's timeout), and resolve settles the GUID while the
+	// core holds it, too early: the lookup gets 404 and the row becomes
+	// FAILED/E902, until the relay records the core's late 200 over it.
+	// It is sent again only after E902 (nothing sent), with no twin, no
+	// other body and no replay: any other send of the GUID in that window
+	// would be a second posting, which the late-answer rule cannot
+	// prevent.
 	EarlySettle bool
 }
 
@@ -107,7 +108,7 @@ func newSchedule(seed uint64, index int, store string, relays int, duration time
 			b.Relays = append(b.Relays, rng.IntN(relays))
 		}
 		if rng.IntN(50) == 0 && s.EarlySettle {
-			b.EarlySettle, b.Memo, b.MaxAttempts = true, "SLOW early settle", 1
+			b.EarlySettle, b.Memo = true, "SLOW early settle"
 			b.Twice, b.VariantAt, b.Replay = false, 0, false
 		}
 		s.Txs = append(s.Txs, b)
