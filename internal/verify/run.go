@@ -245,7 +245,10 @@ func (w *world) settle(ctx context.Context) error {
 	if err := w.control(ctx, "/disarm", nil); err != nil {
 		return err
 	}
-	if err := w.batch(ctx, true, "reprocess", "--max-attempts", "4"); err != nil {
+	// A bound above any row's attempts here (channels send at most 6
+	// times, reprocess runs add a few): every row reprocess selects is
+	// offered, so one it must not resend is not hidden by its count.
+	if err := w.batch(ctx, true, "reprocess", "--max-attempts", "32"); err != nil {
 		return err
 	}
 	for pass := 0; ; pass++ {
