@@ -111,10 +111,10 @@ const failoverKind = "postgres-failover"
 
 // faultsFor lists the kinds a schedule on store may draw; on a failover
 // schedule's pair, none that needs a single server.
-func faultsFor(store string, failover, early bool) []faultKind {
+func faultsFor(store string, failover bool) []faultKind {
 	var ks []faultKind
 	for _, k := range faultKinds {
-		if (!k.postgres || store == StorePostgres) && !(failover && k.standalone) && !(early && k.resends) && k.weight > 0 {
+		if (!k.postgres || store == StorePostgres) && !(failover && k.standalone) && k.weight > 0 {
 			ks = append(ks, k)
 		}
 	}

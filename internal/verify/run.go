@@ -170,6 +170,9 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 		kinds[k.name] = k
 	}
 	for _, e := range s.Events {
+		if s.EarlySettle && kinds[e.Kind].resends {
+			continue // after quiesce only, in the settling phase
+		}
 		at(e.At, func() {
 			if err := kinds[e.Kind].apply(ctx, w, e); err != nil {
 				w.runErr("fault %s at %v: %v", e.Kind, e.At, err)
