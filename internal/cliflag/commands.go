@@ -21,7 +21,7 @@ var commandFlags = map[string][]string{
 		"connect-timeout", "core", "core-ca", "core-cert", "core-key", "db", "fixed-inflight", "frame-timeout", "idle-timeout", "listen", "log-format",
 		"log-level", "max-conns", "max-conns-per-addr", "max-inflight", "metrics-addr", "port", "settle-every", "settle-min-age", "stale-sent", "timeout",
 		"tls-cert", "tls-client-ca", "tls-client-org", "tls-key"},
-	"resolve":   {"allow-async-replication", "core", "core-ca", "core-cert", "core-key", "db", "metrics-file", "min-age", "stale-sent", "timeout", "v"},
+	"resolve":   {"allow-async-replication", "core", "core-ca", "core-cert", "core-key", "db", "guid", "metrics-file", "min-age", "stale-sent", "timeout", "v"},
 	"reprocess": {"allow-async-replication", "core", "core-ca", "core-cert", "core-key", "db", "dry-run", "max-attempts", "metrics-file", "timeout", "v"},
 	"purge":     {"allow-async-replication", "days", "db", "dry-run", "history-days", "metrics-file", "v"},
 	"ledger":    {"allow-async-replication", "db", "from", "json", "limit", "older-than", "state", "to"},
