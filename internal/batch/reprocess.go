@@ -164,7 +164,12 @@ func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row
 		return refusedOutcome(err), nil
 	}
 	if row.State == ledger.StateUnknown && plant.On(plant.ReprocessUnknown) {
-		_ = l.Transition(ctx, row.GUID, ledger.StateUnknown, ledger.Outcome{State: ledger.StateFailed, RspCode: string(generated.SourceConnectFail.Code())})
+		// The history needs a reason, or the ledger refuses the change
+		// and the plant would plant nothing.
+		if err := l.Transition(ctx, row.GUID, ledger.StateUnknown, ledger.Outcome{State: ledger.StateFailed, RspCode: string(generated.SourceConnectFail.Code()),
+			Why: ledger.Why{Reason: "planted: an UNKNOWN row taken for resending"}}); err != nil {
+			return "", fmt.Errorf("planted reprocess-unknown: %w", err)
+		}
 	}
 	attempts, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts)
 	if err != nil {

@@ -654,9 +654,12 @@ func (l *Ledger) claimSelectInsert(ctx context.Context, r Request) (Claim, bool)
 		return Claim{}, false
 	}
 	err := l.st.do(ctx, operation{guid: r.GUID, run: func(tx stmts) error {
-		_, err := tx.exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
+		// Through changeOne, as every write of tx must be (exec refuses
+		// them): the planted claim writes its history entry too.
+		_, err := tx.changeOne(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
 VALUES (?, ?, 'SENT', '', ?, NULL, 1, CURRENT_TIMESTAMP)
-ON CONFLICT(guid) DO UPDATE SET state = 'SENT', updated_at = CURRENT_TIMESTAMP`, r.GUID, r.TxCode, r.Frame)
+ON CONFLICT(guid) DO UPDATE SET state = 'SENT', updated_at = CURRENT_TIMESTAMP`, []any{r.GUID, r.TxCode, r.Frame},
+			pending{guid: r.GUID, stateAfter: StateSent, attempts: 1, why: Why{Reason: reasonClaimed}})
 		return err
 	}})
 	return Claim{Outcome: Owned, Attempts: 1}, err == nil
