@@ -126,13 +126,31 @@ func createSchema(admin string) (string, error) {
 	return name, nil
 }
 
+// Connect connects to url, trying again until ctx ends: right after a
+// promotion or a restart a server may still turn connections away (or
+// close them during the startup exchange), as any client of a failover
+// sees, and a test's own query should wait that out rather than fail.
+func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	for {
+		c, err := pgx.Connect(ctx, url)
+		if err == nil || ctx.Err() != nil {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(50 * time.Millisecond): // a server coming up has no signal to wait on
+		}
+	}
+}
+
 // Exec runs statements on the server at url (for a test's ALTER SYSTEM,
 // reads of pg_stat_replication, …), failing t on error.
 func Exec(t testing.TB, url, sql string, args ...any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, url)
+	c, err := Connect(ctx, url)
 	if err != nil {
 		t.Fatalf("pgtest: connect %s: %v", url, err)
 	}

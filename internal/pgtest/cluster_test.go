@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"gotest.tools/v3/assert"
 )
 
@@ -16,7 +15,7 @@ func query[T any](t *testing.T, url, q string) T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, url)
+	c, err := Connect(ctx, url)
 	assert.NilError(t, err)
 	defer c.Close(ctx)
 	var v T
