@@ -374,16 +374,7 @@ func (t *pgStmts) change(q string, args []any, entry func(scanner) (pending, err
 		return 0, err
 	}
 	defer rows.Close()
-	var n int64
-	for rows.Next() {
-		p, err := entry(rows)
-		if err != nil {
-			return n, err
-		}
-		t.o.entries = append(t.o.entries, p)
-		n++
-	}
-	return n, rows.Err()
+	return recordEach(rows, t.o, entry)
 }
 
 func (t *pgStmts) changeOne(q string, args []any, p pending) (int64, error) {

@@ -122,6 +122,25 @@ func recordOne(affected func() (int64, error), o *op, p pending) (int64, error) 
 	return n, nil
 }
 
+// recordEach records, for o, the entry that entry reads from each row a
+// changing statement returned (its RETURNING clause); n is how many.
+func recordEach(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}, o *op, entry func(scanner) (pending, error)) (int64, error) {
+	var n int64
+	for rows.Next() {
+		p, err := entry(rows)
+		if err != nil {
+			return n, err
+		}
+		o.entries = append(o.entries, p)
+		n++
+	}
+	return n, rows.Err()
+}
+
 // querier runs read queries.
 type querier interface {
 	query(ctx context.Context, q string, args ...any) (rowSet, error)
