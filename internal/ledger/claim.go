@@ -45,8 +45,6 @@ WHERE guid = ? AND state = ?`
 
 	sqlStateAttemptsOf = `SELECT state, attempts FROM tx WHERE guid = ?`
 
-	sqlStateOf = `SELECT state FROM tx WHERE guid = ?`
-
 	sqlOutcomeOf = `SELECT state, rsp_code, response FROM tx WHERE guid = ?`
 )
 
@@ -493,14 +491,17 @@ func claimTransitionOp(d *dialect, guid string, from State, attempts int, o Outc
 				return nil
 			}
 		}
-		return claimStateError(tx, guid, from, attempts)
+		return stateError(tx, guid, from, attempts, "")
 	}, nil
 }
 
-// claimStateError is stateError for a transition of one claim's row: it
-// says whether the row was re-claimed since (more attempts than the
-// claim's).
-func claimStateError(tx stmts, guid string, want State, attempts int) error {
+// stateError reads the row a failed conditional statement found, so the
+// error says what happened: a missing row, or which state; for a
+// transition of one claim's row (claimAttempts > 0), whether the row was
+// re-claimed since (more attempts than the claim's). detail names the
+// statement's further condition, kept only when the state alone does not
+// explain the failure.
+func stateError(tx stmts, guid string, want State, claimAttempts int, detail string) error {
 	var s nullString
 	var a nullInt
 	err := tx.queryRow(sqlStateAttemptsOf, guid).Scan(&s, &a)
@@ -510,37 +511,18 @@ func claimStateError(tx stmts, guid string, want State, attempts int) error {
 	case err != nil:
 		return fmt.Errorf("read state: %w", err)
 	}
-	found := State(s.String)
-	if found == "" {
-		found = "NULL"
+	e := &StateError{GUID: guid, Want: want, Found: State(s.String), FoundAttempts: int(a.Int64)}
+	if e.Found == "" {
+		e.Found = "NULL"
 	}
-	e := &StateError{GUID: guid, Want: want, Found: found, FoundAttempts: int(a.Int64)}
-	if attempts > 0 && e.FoundAttempts > attempts {
+	switch {
+	case claimAttempts > 0 && e.FoundAttempts > claimAttempts:
 		e.Reclaimed = true
-		e.Detail = fmt.Sprintf("re-claimed since: attempts %d, this claim's %d", e.FoundAttempts, attempts)
+		e.Detail = fmt.Sprintf("re-claimed since: attempts %d, this claim's %d", e.FoundAttempts, claimAttempts)
+	case e.Found == want:
+		e.Detail = detail
 	}
 	return e
-}
-
-// stateError reads the state a failed conditional statement found, so the
-// error says what happened (missing row, or which state).
-func stateError(tx stmts, guid string, want State, detail string) error {
-	var s nullString
-	err := tx.queryRow(sqlStateOf, guid).Scan(&s)
-	switch {
-	case errors.Is(err, errNoRows):
-		return &StateError{GUID: guid, Want: want}
-	case err != nil:
-		return fmt.Errorf("read state: %w", err)
-	}
-	found := State(s.String)
-	if found == "" {
-		found = "NULL"
-	}
-	if found != want {
-		detail = "" // the state alone explains it
-	}
-	return &StateError{GUID: guid, Want: want, Found: found, Detail: detail}
 }
 
 // Reclaim re-claims a FAILED row for a resend (the reprocess command):
@@ -575,7 +557,7 @@ func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int
 			n, err = tx.change(sqlReclaim, []any{guid}, reclaimed(guid, "re-claimed to resend", &a))
 		}
 		if err == nil && n == 0 {
-			return stateError(tx, guid, StateFailed, fmt.Sprintf("attempts limit %d reached", maxAttempts))
+			return stateError(tx, guid, StateFailed, 0, fmt.Sprintf("attempts limit %d reached", maxAttempts))
 		}
 		return err
 	}})

@@ -238,8 +238,7 @@ type StateError struct {
 	GUID  string
 	Want  State // the state the transition expected
 	Found State // the state found; empty when the row is missing
-	// FoundAttempts is the attempts of the row found (transitions of one
-	// claim's row only).
+	// FoundAttempts is the attempts of the row found.
 	FoundAttempts int
 	// Reclaimed: the row was re-claimed after the claim this transition
 	// was for (ErrReclaimed).
