@@ -117,7 +117,16 @@ func startBenchRelay(b *testing.B, client *corecall.Client, conc int, led Ledger
 // startBenchRelayTLS is startBenchRelay serving channels over TLS with
 // cfg (nil: plain TCP).
 func startBenchRelayTLS(b *testing.B, client *corecall.Client, conc int, led Ledger, cfg *tls.Config) string {
-	srv, err := New(Config{Core: client, Ledger: led, MaxConns: conc + 8, MaxConnsPerAddr: conc + 8, TLS: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	srv, addr := serveBench(b, Config{Core: client, Ledger: led, MaxConns: conc + 8, MaxConnsPerAddr: conc + 8, TLS: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	b.Cleanup(func() { srv.Close() })
+	return addr
+}
+
+// serveBench starts a relay with cfg on a free loopback port; the caller
+// closes it.
+func serveBench(b *testing.B, cfg Config) (*Server, string) {
+	b.Helper()
+	srv, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,8 +135,7 @@ func startBenchRelayTLS(b *testing.B, client *corecall.Client, conc int, led Led
 		b.Fatal(err)
 	}
 	go srv.Serve(ln)
-	b.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	return srv, ln.Addr().String()
 }
 
 // relayWorkers makes runLoad's workers for channels: one connection each,

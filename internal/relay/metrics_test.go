@@ -262,17 +262,9 @@ func BenchmarkRelayMetrics(b *testing.B) {
 			if bc.metrics {
 				cfg.Metrics = metrics.New()
 			}
-			srv, err := New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			go srv.Serve(ln)
+			srv, addr := serveBench(b, cfg)
 			defer srv.Close()
-			conn, err := net.Dial("tcp", ln.Addr().String())
+			conn, err := net.Dial("tcp", addr)
 			if err != nil {
 				b.Fatal(err)
 			}

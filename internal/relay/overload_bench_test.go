@@ -87,16 +87,8 @@ func runOverload(b *testing.B, load int, admission bool) {
 			b.Fatal(err)
 		}
 	}
-	srv, err := New(Config{Core: client, Ledger: led, MaxConns: ovConns + 8, MaxConnsPerAddr: ovConns + 8, Breaker: br, Limiter: lim,
+	srv, addr := serveBench(b, Config{Core: client, Ledger: led, MaxConns: ovConns + 8, MaxConnsPerAddr: ovConns + 8, Breaker: br, Limiter: lim,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(ln)
 	defer srv.Close()
 
 	type outcome struct {
@@ -109,7 +101,7 @@ func runOverload(b *testing.B, load int, admission bool) {
 	results := make(chan outcome, 1<<16)
 	var wg sync.WaitGroup
 	for range ovConns {
-		conn, err := net.Dial("tcp", ln.Addr().String())
+		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -240,18 +232,10 @@ func BenchmarkAdmissionCost(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			srv, err := New(Config{Core: benchClient(b, core.URL, conc), MaxConns: conc + 8, MaxConnsPerAddr: conc + 8, Limiter: lim,
+			srv, addr := serveBench(b, Config{Core: benchClient(b, core.URL, conc), MaxConns: conc + 8, MaxConnsPerAddr: conc + 8, Limiter: lim,
 				Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			go srv.Serve(ln)
 			b.Cleanup(func() { srv.Close() })
-			runLoad(b, conc, relayWorkers(b, ln.Addr().String(), nextGUID))
+			runLoad(b, conc, relayWorkers(b, addr, nextGUID))
 			if lim != nil {
 				b.ReportMetric(float64(lim.Limit()), "limit")
 			}
