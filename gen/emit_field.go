@@ -9,7 +9,11 @@ import (
 	"lhrelay/internal/fixedwidth"
 )
 
-const fw = "lhrelay/internal/fixedwidth"
+// Packages the generated code calls.
+const (
+	fw = "lhrelay/internal/fixedwidth"
+	cj = "lhrelay/internal/corejson"
+)
 
 // codec describes one fixed-width section being emitted: the header, or one
 // transaction's request or response body.

@@ -151,6 +151,8 @@ func (gn generator) emitRegistry(l *Layouts) *File {
 		Id("Name").String().Comment("layout name, e.g. WD_ACCT"),
 		Id("JSON").String().Comment("the core's JSON key"),
 		Id("Value").String(),
+		Id("Int").Int64().Comment("an Integer field's value, of which Value is the decimal form"),
+		Id("Integer").Bool().Comment("an integer in the core's JSON"),
 		Id("Account").Bool().Comment("an account number: mask it in logs"),
 	)
 	bodyMethods := []Code{
@@ -162,6 +164,8 @@ func (gn generator) emitRegistry(l *Layouts) *File {
 		Id("Set").Params(Id("key"), Id("value").String()).Error(),
 		Comment("Fields lists the values in layout order."),
 		Id("Fields").Params().Index().Id("FieldValue"),
+		Comment("AppendFields appends them to dst, an Integer's Value left empty."),
+		Id("AppendFields").Params(Id("dst").Index().Id("FieldValue")).Index().Id("FieldValue"),
 		Comment("TxCode is the TX_CODE of the transaction the body belongs to."),
 		Id("TxCode").Params().String(),
 		Comment("Flag is the header FLAG of the frames the body travels in."),
@@ -175,6 +179,8 @@ func (gn generator) emitRegistry(l *Layouts) *File {
 		Comment("of the request with header GUID guid; ErrNoLookup for a transaction"),
 		Comment("settled without one (Settle is SettleAsNotPosted)."),
 		Id("LookupPath").Params(Id("guid").String()).Params(String(), Error()),
+		Comment("AppendCoreJSON appends the request in the core's JSON to dst."),
+		Id("AppendCoreJSON").Params(Id("dst").Index().Byte(), Id("guid").String()).Params(Index().Byte(), Error()),
 		Comment("CoreJSON is the request in the core's JSON."),
 		Id("CoreJSON").Params(Id("guid").String()).Params(Index().Byte(), Error()),
 		Comment("FromCoreJSON sets the request from the core's JSON and returns its guid."),
@@ -182,6 +188,8 @@ func (gn generator) emitRegistry(l *Layouts) *File {
 	)...)
 	docComment(f, "ResponseBody is the typed response body of a registered transaction.")
 	f.Type().Id("ResponseBody").Interface(append(bodyMethods,
+		Comment("AppendCoreJSON appends the body in the core's JSON to dst."),
+		Id("AppendCoreJSON").Params(Id("dst").Index().Byte()).Params(Index().Byte(), Error()),
 		Comment("CoreJSON is the body in the core's JSON."),
 		Id("CoreJSON").Params().Params(Index().Byte(), Error()),
 		Comment("FromCoreJSON sets the body from the core's JSON answer."),

@@ -88,63 +88,119 @@ func unexported(s string) string {
 	return strings.ToLower(s)
 }
 
-// jsonType is the Go type of a field in the core's JSON.
-func jsonType(f *Field) Code {
-	if f.Kind == fixedwidth.Numeric && !f.String {
-		return Op("*").Int64()
+// jsonInt reports whether a field is an integer in the core's JSON; every
+// other field is a string.
+func jsonInt(f *Field) bool { return f.Kind == fixedwidth.Numeric && !f.String }
+
+// rawLit is a raw string literal, `like this`, for the JSON text the
+// codecs write: easier to read than a quoted one full of \".
+func rawLit(s string) *Statement { return Op("`" + s + "`") }
+
+// jsonMax is the longest JSON value of a field whose string needs no
+// escaping: room enough for the usual body, not a bound.
+func (c *codec) jsonMax(f *Field) int {
+	switch {
+	case jsonInt(f):
+		return len("-9223372036854775808")
+	case f.Kind == fixedwidth.Code:
+		n := 0
+		for _, e := range c.l.Maps[f.Map].Entries {
+			n = max(n, len(e.Core))
+		}
+		return n + 2
 	}
-	return Op("*").String()
+	return f.Len + 2
 }
 
-// emitJSON emits the JSON form of a body and the conversions both ways,
-// applying code maps (wire code ↔ core id).
+// emitJSON emits the body's JSON form, SPEC §3, written and read without
+// reflection (internal/corejson), code maps applied both ways (wire code ↔
+// core id): AppendCoreJSON and CoreJSON write it, FromCoreJSON reads it.
 func (c *codec) emitJSON(f *File, request bool) {
-	jt := unexported(c.typ) + "JSON"
-	docComment(f, fmt.Sprintf("%s is the core's JSON form of a %s. Pointers tell a missing key from a zero value.", jt, c.layout))
-	f.Type().Id(jt).StructFunc(func(g *Group) {
-		if request {
-			g.Id("GUID").Op("*").String().Tag(map[string]string{"json": "guid"})
-		}
-		for _, fd := range c.fields {
-			g.Id(goName(fd.Name)).Add(jsonType(fd)).Tag(map[string]string{"json": fd.JSON})
-		}
-	})
+	keysVar := unexported(c.typ) + "Keys"
+	maxConst := unexported(c.typ) + "JSONMax"
+	var keys []Code
+	size := len("{}")
+	if request {
+		keys = append(keys, Lit("guid"))
+		size += len(`"guid":,`)
+	}
+	for _, fd := range c.fields {
+		keys = append(keys, Lit(fd.JSON))
+		size += len(fd.JSON) + len(`"":,`) + c.jsonMax(fd)
+	}
+	what := "its fields"
+	if request {
+		what = "guid, then its fields"
+	}
+	docComment(f, fmt.Sprintf("%s are the keys of a %s in the core's JSON: %s in layout order.", keysVar, c.layout, what))
+	f.Var().Id(keysVar).Op("=").Index(Op("...")).String().Values(keys...)
+	guidNote := ""
+	if request {
+		guidNote = ", guid aside"
+	}
+	docComment(f, fmt.Sprintf("%s is the longest core JSON of a %s whose strings need no escaping%s: the buffer CoreJSON allocates.", maxConst, c.layout, guidNote))
+	f.Const().Id(maxConst).Op("=").Lit(size)
 
-	params, ret := []Code{}, []Code{Index().Byte(), Error()}
-	doc := "CoreJSON returns the body in the core's JSON, code maps applied."
+	// AppendCoreJSON: code maps first, so that a refusal appends nothing.
+	params := []Code{Id("dst").Index().Byte()}
+	doc := "AppendCoreJSON appends the body in the core's JSON to dst, code maps applied.\nOn error it returns dst unchanged."
 	if request {
 		params = append(params, Id("guid").String())
-		doc = "CoreJSON returns the request in the core's JSON with guid, code maps applied."
+		doc = "AppendCoreJSON appends the request in the core's JSON to dst, with guid, code maps applied.\nOn error it returns dst unchanged."
 	}
 	docComment(f, doc)
-	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("CoreJSON").Params(params...).Params(ret...).BlockFunc(func(g *Group) {
-		g.Id("j").Op(":=").Id(jt).ValuesFunc(func(vg *Group) {
-			if request {
-				vg.Id("GUID").Op(":").Op("&").Id("guid")
-			}
-			for _, fd := range c.fields {
-				if fd.Kind != fixedwidth.Code {
-					vg.Id(goName(fd.Name)).Op(":").Op("&").Add(c.member(fd))
-				}
-			}
-		})
+	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("AppendCoreJSON").Params(params...).Params(Index().Byte(), Error()).BlockFunc(func(g *Group) {
 		for _, fd := range c.fields {
 			if fd.Kind != fixedwidth.Code {
 				continue
 			}
 			v := lowerFirst(goName(fd.Name))
 			g.List(Id(v), Id("ok")).Op(":=").Id(mapFunc(fd.Map, "ToCore")).Call(c.member(fd))
-			g.If(Op("!").Id("ok")).Block(Return(Nil(), c.fieldError(fd, c.member(fd), "not a code of map "+fd.Map)))
-			g.Id("j").Dot(goName(fd.Name)).Op("=").Op("&").Id(v)
+			g.If(Op("!").Id("ok")).Block(Return(Id("dst"), c.fieldError(fd, c.member(fd), "not a code of map "+fd.Map)))
 		}
-		g.Return(Qual("encoding/json", "Marshal").Call(Id("j")))
+		sep := "{"
+		if request {
+			g.Id("dst").Op("=").Append(Id("dst"), rawLit(`{"guid":`).Op("..."))
+			g.Id("dst").Op("=").Qual(cj, "AppendString").Call(Id("dst"), Id("guid"))
+			sep = ","
+		}
+		for _, fd := range c.fields {
+			g.Id("dst").Op("=").Append(Id("dst"), rawLit(sep+`"`+fd.JSON+`":`).Op("..."))
+			sep = ","
+			switch {
+			case jsonInt(fd):
+				g.Id("dst").Op("=").Qual("strconv", "AppendInt").Call(Id("dst"), c.member(fd), Lit(10))
+			case fd.Kind == fixedwidth.Code:
+				g.Id("dst").Op("=").Qual(cj, "AppendString").Call(Id("dst"), Id(lowerFirst(goName(fd.Name))))
+			default:
+				g.Id("dst").Op("=").Qual(cj, "AppendString").Call(Id("dst"), c.member(fd))
+			}
+		}
+		if len(c.fields) == 0 && !request {
+			g.Id("dst").Op("=").Append(Id("dst"), Op("'{'"))
+		}
+		g.Return(Append(Id("dst"), Op("'}'")), Nil())
 	})
 
-	ret = []Code{Error()}
-	doc = "FromCoreJSON sets the body from the core's JSON, mapping core ids back to wire codes.\nEvery key of the layout must be present. Values are checked when the body is encoded."
+	params, args := []Code{}, []Code{Make(Index().Byte(), Lit(0), Id(maxConst))}
+	doc = "CoreJSON returns the body in the core's JSON, code maps applied."
+	if request {
+		params = append(params, Id("guid").String())
+		args = []Code{Make(Index().Byte(), Lit(0), Id(maxConst).Op("+").Len(Id("guid"))), Id("guid")}
+		doc = "CoreJSON returns the request in the core's JSON with guid, code maps applied."
+	}
+	docComment(f, doc)
+	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("CoreJSON").Params(params...).Params(Index().Byte(), Error()).Block(
+		List(Id("data"), Err()).Op(":=").Id("r").Dot("AppendCoreJSON").Call(args...),
+		If(Err().Op("!=").Nil()).Block(Return(Nil(), Err())),
+		Return(Id("data"), Nil()),
+	)
+
+	ret := []Code{Error()}
+	doc = "FromCoreJSON sets the body from the core's JSON, mapping core ids back to wire codes.\nEvery key of the layout must be present. Values are checked when the body is encoded.\nOn error r is left as it was."
 	if request {
 		ret = []Code{String(), Error()}
-		doc = "FromCoreJSON sets the request from the core's JSON and returns its guid, mapping core ids\nback to wire codes. Every key of the layout must be present. Values are checked when it is encoded."
+		doc = "FromCoreJSON sets the request from the core's JSON and returns its guid, mapping core ids\nback to wire codes. Every key of the layout must be present. Values are checked when it is encoded.\nOn error r is left as it was."
 	}
 	fail := func(format string, args ...Code) Code {
 		e := Qual("fmt", "Errorf").Call(append([]Code{Lit(c.layout + ": core JSON: " + format)}, args...)...)
@@ -155,29 +211,48 @@ func (c *codec) emitJSON(f *File, request bool) {
 	}
 	docComment(f, doc)
 	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("FromCoreJSON").Params(Id("data").Index().Byte()).Params(ret...).BlockFunc(func(g *Group) {
-		g.Var().Id("j").Id(jt)
-		if c.hasCode() {
-			g.Var().Id("ok").Bool()
-		}
-		g.If(Err().Op(":=").Qual("encoding/json", "Unmarshal").Call(Id("data"), Op("&").Id("j")), Err().Op("!=").Nil()).Block(
-			fail("%w", Err()))
-		if request {
-			g.If(Id("j").Dot("GUID").Op("==").Nil()).Block(fail("missing key guid"))
-		}
+		g.Var().DefsFunc(func(vg *Group) {
+			vg.Id("j").Id(c.typ).Comment("code fields hold the core's ids until mapped")
+			if request {
+				vg.Id("guid").String()
+			}
+			vg.Id("present").Index(Len(Id(keysVar))).Bool().Comment("null counts as absent")
+		})
+		g.Id("d").Op(":=").Qual(cj, "NewDecoder").Call(Id("data"))
+		g.For(Id("d").Dot("Next").Call()).Block(
+			Switch(Id("i").Op(":=").Id("d").Dot("Match").Call(Id(keysVar).Index(Op(":"))), Id("i")).BlockFunc(func(sg *Group) {
+				k := 0
+				if request {
+					sg.Case(Lit(0)).Block(List(Id("guid"), Id("present").Index(Id("i"))).Op("=").Id("d").Dot("String").Call())
+					k = 1
+				}
+				for _, fd := range c.fields {
+					read := "String"
+					if jsonInt(fd) {
+						read = "Int"
+					}
+					sg.Case(Lit(k)).Block(List(Id("j").Dot(goName(fd.Name)), Id("present").Index(Id("i"))).Op("=").Id("d").Dot(read).Call())
+					k++
+				}
+				sg.Default().Block(Id("d").Dot("Skip").Call())
+			}),
+		)
+		g.If(Err().Op(":=").Id("d").Dot("Err").Call(), Err().Op("!=").Nil()).Block(fail("%w", Err()))
+		g.For(List(Id("i"), Id("ok")).Op(":=").Range().Id("present")).Block(
+			If(Op("!").Id("ok")).Block(fail("missing key %s", Id(keysVar).Index(Id("i")))),
+		)
 		for _, fd := range c.fields {
-			g.If(Id("j").Dot(goName(fd.Name)).Op("==").Nil()).Block(fail("missing key " + fd.JSON))
-		}
-		for _, fd := range c.fields {
-			src := Op("*").Id("j").Dot(goName(fd.Name))
-			if fd.Kind == fixedwidth.Code {
-				g.If(List(c.member(fd), Id("ok")).Op("=").Id(mapFunc(fd.Map, "FromCore")).Call(src), Op("!").Id("ok")).Block(
-					fail(fd.JSON+": %q is not in code map "+fd.Map, Op("*").Id("j").Dot(goName(fd.Name))))
+			if fd.Kind != fixedwidth.Code {
 				continue
 			}
-			g.Add(c.member(fd)).Op("=").Add(src)
+			m := Id("j").Dot(goName(fd.Name))
+			g.If(List(Id("code"), Id("ok")).Op(":=").Id(mapFunc(fd.Map, "FromCore")).Call(m), Id("ok")).Block(
+				m.Clone().Op("=").Id("code"),
+			).Else().Block(fail(fd.JSON+": %q is not in code map "+fd.Map, m))
 		}
+		g.Op("*").Id("r").Op("=").Id("j")
 		if request {
-			g.Return(Op("*").Id("j").Dot("GUID"), Nil())
+			g.Return(Id("guid"), Nil())
 		} else {
 			g.Return(Nil())
 		}
@@ -219,23 +294,39 @@ func (c *codec) emitSet(f *File) {
 	})
 }
 
-// emitFields emits Fields(), the body's values in layout order for display.
+// emitFields emits Fields, the body's values in layout order for display,
+// and AppendFields, the same without formatting a number, for a caller
+// that must not allocate (the relay's log line).
 func (c *codec) emitFields(f *File) {
+	value := func(fd *Field, format bool) []Code {
+		items := []Code{Id("Name").Op(":").Lit(fd.Name), Id("JSON").Op(":").Lit(fd.JSON)}
+		switch {
+		case jsonInt(fd) && format:
+			items = append(items, Id("Value").Op(":").Qual("strconv", "FormatInt").Call(c.member(fd), Lit(10)),
+				Id("Int").Op(":").Add(c.member(fd)), Id("Integer").Op(":").True())
+		case jsonInt(fd):
+			items = append(items, Id("Int").Op(":").Add(c.member(fd)), Id("Integer").Op(":").True())
+		default:
+			items = append(items, Id("Value").Op(":").Add(c.member(fd)))
+		}
+		if fd.Account {
+			items = append(items, Id("Account").Op(":").True())
+		}
+		return items
+	}
 	docComment(f, "Fields lists the body's values in layout order, for display.")
 	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("Fields").Params().Index().Id("FieldValue").Block(
 		Return(Index().Id("FieldValue").CustomFunc(multiLine, func(g *Group) {
 			for _, fd := range c.fields {
-				val := Code(c.member(fd))
-				if fd.Kind == fixedwidth.Numeric && !fd.String {
-					val = Qual("strconv", "FormatInt").Call(c.member(fd), Lit(10))
-				}
-				items := []Code{
-					Id("Name").Op(":").Lit(fd.Name), Id("JSON").Op(":").Lit(fd.JSON), Id("Value").Op(":").Add(val),
-				}
-				if fd.Account {
-					items = append(items, Id("Account").Op(":").True())
-				}
-				g.Values(items...)
+				g.Values(value(fd, true)...)
+			}
+		})),
+	)
+	docComment(f, "AppendFields appends the body's values in layout order to dst, as Fields lists them\nbut without formatting a number: an Integer field's Value is empty, its value is Int.")
+	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("AppendFields").Params(Id("dst").Index().Id("FieldValue")).Index().Id("FieldValue").Block(
+		Return(Id("append").CustomFunc(Options{Open: "(dst,", Close: ")", Separator: ",", Multi: true}, func(g *Group) {
+			for _, fd := range c.fields {
+				g.Id("FieldValue").Values(value(fd, false)...)
 			}
 		})),
 	)

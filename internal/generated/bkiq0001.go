@@ -3,10 +3,10 @@
 package generated
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
+	"lhrelay/internal/corejson"
 	"lhrelay/internal/fixedwidth"
 )
 
@@ -78,46 +78,74 @@ func (r *BKIQ0001Request) AppendTo(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// bkiq0001RequestJSON is the core's JSON form of a BKIQ0001 request. Pointers tell a missing key from a zero value.
-type bkiq0001RequestJSON struct {
-	GUID *string `json:"guid"`
-	Bank *string `json:"bank"`
-	Acct *string `json:"acct"`
+// bkiq0001RequestKeys are the keys of a BKIQ0001 request in the core's JSON: guid, then its fields in layout order.
+var bkiq0001RequestKeys = [...]string{"guid", "bank", "acct"}
+
+// bkiq0001RequestJSONMax is the longest core JSON of a BKIQ0001 request whose strings need no escaping, guid aside: the buffer CoreJSON allocates.
+const bkiq0001RequestJSONMax = 47
+
+// AppendCoreJSON appends the request in the core's JSON to dst, with guid, code maps applied.
+// On error it returns dst unchanged.
+func (r *BKIQ0001Request) AppendCoreJSON(dst []byte, guid string) ([]byte, error) {
+	bank, ok := BankToCore(r.Bank)
+	if !ok {
+		return dst, &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: BKIQ0001RequestBankOffset, Width: BKIQ0001RequestBankWidth, Kind: fixedwidth.Code, Got: r.Bank, Reason: "not a code of map BANK"}
+	}
+	dst = append(dst, `{"guid":`...)
+	dst = corejson.AppendString(dst, guid)
+	dst = append(dst, `,"bank":`...)
+	dst = corejson.AppendString(dst, bank)
+	dst = append(dst, `,"acct":`...)
+	dst = corejson.AppendString(dst, r.Acct)
+	return append(dst, '}'), nil
 }
 
 // CoreJSON returns the request in the core's JSON with guid, code maps applied.
 func (r *BKIQ0001Request) CoreJSON(guid string) ([]byte, error) {
-	j := bkiq0001RequestJSON{GUID: &guid, Acct: &r.Acct}
-	bank, ok := BankToCore(r.Bank)
-	if !ok {
-		return nil, &fixedwidth.FieldError{Layout: "BKIQ0001 request", Field: "BANK", Offset: BKIQ0001RequestBankOffset, Width: BKIQ0001RequestBankWidth, Kind: fixedwidth.Code, Got: r.Bank, Reason: "not a code of map BANK"}
+	data, err := r.AppendCoreJSON(make([]byte, 0, bkiq0001RequestJSONMax+len(guid)), guid)
+	if err != nil {
+		return nil, err
 	}
-	j.Bank = &bank
-	return json.Marshal(j)
+	return data, nil
 }
 
 // FromCoreJSON sets the request from the core's JSON and returns its guid, mapping core ids
 // back to wire codes. Every key of the layout must be present. Values are checked when it is encoded.
+// On error r is left as it was.
 func (r *BKIQ0001Request) FromCoreJSON(data []byte) (string, error) {
-	var j bkiq0001RequestJSON
-	var ok bool
-	if err := json.Unmarshal(data, &j); err != nil {
+	var (
+		j       BKIQ0001Request // code fields hold the core's ids until mapped
+		guid    string
+		present [len(bkiq0001RequestKeys)]bool // null counts as absent
+	)
+	d := corejson.NewDecoder(data)
+	for d.Next() {
+		switch i := d.Match(bkiq0001RequestKeys[:]); i {
+		case 0:
+			guid, present[i] = d.String()
+		case 1:
+			j.Bank, present[i] = d.String()
+		case 2:
+			j.Acct, present[i] = d.String()
+		default:
+			d.Skip()
+		}
+	}
+	if err := d.Err(); err != nil {
 		return "", fmt.Errorf("BKIQ0001 request: core JSON: %w", err)
 	}
-	if j.GUID == nil {
-		return "", fmt.Errorf("BKIQ0001 request: core JSON: missing key guid")
+	for i, ok := range present {
+		if !ok {
+			return "", fmt.Errorf("BKIQ0001 request: core JSON: missing key %s", bkiq0001RequestKeys[i])
+		}
 	}
-	if j.Bank == nil {
-		return "", fmt.Errorf("BKIQ0001 request: core JSON: missing key bank")
+	if code, ok := BankFromCore(j.Bank); ok {
+		j.Bank = code
+	} else {
+		return "", fmt.Errorf("BKIQ0001 request: core JSON: bank: %q is not in code map BANK", j.Bank)
 	}
-	if j.Acct == nil {
-		return "", fmt.Errorf("BKIQ0001 request: core JSON: missing key acct")
-	}
-	if r.Bank, ok = BankFromCore(*j.Bank); !ok {
-		return "", fmt.Errorf("BKIQ0001 request: core JSON: bank: %q is not in code map BANK", *j.Bank)
-	}
-	r.Acct = *j.Acct
-	return *j.GUID, nil
+	*r = j
+	return guid, nil
 }
 
 // Set assigns the field with the given JSON key from its text form: a decimal
@@ -144,6 +172,15 @@ func (r *BKIQ0001Request) Fields() []FieldValue {
 		{Name: "BANK", JSON: "bank", Value: r.Bank},
 		{Name: "ACCT", JSON: "acct", Value: r.Acct, Account: true},
 	}
+}
+
+// AppendFields appends the body's values in layout order to dst, as Fields lists them
+// but without formatting a number: an Integer field's Value is empty, its value is Int.
+func (r *BKIQ0001Request) AppendFields(dst []FieldValue) []FieldValue {
+	return append(dst,
+		FieldValue{Name: "BANK", JSON: "bank", Value: r.Bank},
+		FieldValue{Name: "ACCT", JSON: "acct", Value: r.Acct, Account: true},
+	)
 }
 
 // TxCode is BKIQ0001: the TX_CODE of the frames this body travels in.
@@ -209,33 +246,59 @@ func (r *BKIQ0001Response) AppendTo(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// bkiq0001ResponseJSON is the core's JSON form of a BKIQ0001 response. Pointers tell a missing key from a zero value.
-type bkiq0001ResponseJSON struct {
-	Balance *int64  `json:"balance"`
-	AsOf    *string `json:"asOf"`
+// bkiq0001ResponseKeys are the keys of a BKIQ0001 response in the core's JSON: its fields in layout order.
+var bkiq0001ResponseKeys = [...]string{"balance", "asOf"}
+
+// bkiq0001ResponseJSONMax is the longest core JSON of a BKIQ0001 response whose strings need no escaping: the buffer CoreJSON allocates.
+const bkiq0001ResponseJSONMax = 57
+
+// AppendCoreJSON appends the body in the core's JSON to dst, code maps applied.
+// On error it returns dst unchanged.
+func (r *BKIQ0001Response) AppendCoreJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"balance":`...)
+	dst = strconv.AppendInt(dst, r.Balance, 10)
+	dst = append(dst, `,"asOf":`...)
+	dst = corejson.AppendString(dst, r.AsOf)
+	return append(dst, '}'), nil
 }
 
 // CoreJSON returns the body in the core's JSON, code maps applied.
 func (r *BKIQ0001Response) CoreJSON() ([]byte, error) {
-	j := bkiq0001ResponseJSON{Balance: &r.Balance, AsOf: &r.AsOf}
-	return json.Marshal(j)
+	data, err := r.AppendCoreJSON(make([]byte, 0, bkiq0001ResponseJSONMax))
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // FromCoreJSON sets the body from the core's JSON, mapping core ids back to wire codes.
 // Every key of the layout must be present. Values are checked when the body is encoded.
+// On error r is left as it was.
 func (r *BKIQ0001Response) FromCoreJSON(data []byte) error {
-	var j bkiq0001ResponseJSON
-	if err := json.Unmarshal(data, &j); err != nil {
+	var (
+		j       BKIQ0001Response                // code fields hold the core's ids until mapped
+		present [len(bkiq0001ResponseKeys)]bool // null counts as absent
+	)
+	d := corejson.NewDecoder(data)
+	for d.Next() {
+		switch i := d.Match(bkiq0001ResponseKeys[:]); i {
+		case 0:
+			j.Balance, present[i] = d.Int()
+		case 1:
+			j.AsOf, present[i] = d.String()
+		default:
+			d.Skip()
+		}
+	}
+	if err := d.Err(); err != nil {
 		return fmt.Errorf("BKIQ0001 response: core JSON: %w", err)
 	}
-	if j.Balance == nil {
-		return fmt.Errorf("BKIQ0001 response: core JSON: missing key balance")
+	for i, ok := range present {
+		if !ok {
+			return fmt.Errorf("BKIQ0001 response: core JSON: missing key %s", bkiq0001ResponseKeys[i])
+		}
 	}
-	if j.AsOf == nil {
-		return fmt.Errorf("BKIQ0001 response: core JSON: missing key asOf")
-	}
-	r.Balance = *j.Balance
-	r.AsOf = *j.AsOf
+	*r = j
 	return nil
 }
 
@@ -261,9 +324,18 @@ func (r *BKIQ0001Response) Set(key, value string) error {
 // Fields lists the body's values in layout order, for display.
 func (r *BKIQ0001Response) Fields() []FieldValue {
 	return []FieldValue{
-		{Name: "BALANCE", JSON: "balance", Value: strconv.FormatInt(r.Balance, 10)},
+		{Name: "BALANCE", JSON: "balance", Value: strconv.FormatInt(r.Balance, 10), Int: r.Balance, Integer: true},
 		{Name: "AS_OF", JSON: "asOf", Value: r.AsOf},
 	}
+}
+
+// AppendFields appends the body's values in layout order to dst, as Fields lists them
+// but without formatting a number: an Integer field's Value is empty, its value is Int.
+func (r *BKIQ0001Response) AppendFields(dst []FieldValue) []FieldValue {
+	return append(dst,
+		FieldValue{Name: "BALANCE", JSON: "balance", Int: r.Balance, Integer: true},
+		FieldValue{Name: "AS_OF", JSON: "asOf", Value: r.AsOf},
+	)
 }
 
 // TxCode is BKIQ0001: the TX_CODE of the frames this body travels in.

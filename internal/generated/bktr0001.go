@@ -3,11 +3,11 @@
 package generated
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
 
+	"lhrelay/internal/corejson"
 	"lhrelay/internal/fixedwidth"
 )
 
@@ -131,73 +131,99 @@ func (r *BKTR0001Request) AppendTo(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// bktr0001RequestJSON is the core's JSON form of a BKTR0001 request. Pointers tell a missing key from a zero value.
-type bktr0001RequestJSON struct {
-	GUID   *string `json:"guid"`
-	WdBank *string `json:"wdBank"`
-	WdAcct *string `json:"wdAcct"`
-	DpBank *string `json:"dpBank"`
-	DpAcct *string `json:"dpAcct"`
-	Amount *int64  `json:"amount"`
-	Memo   *string `json:"memo"`
+// bktr0001RequestKeys are the keys of a BKTR0001 request in the core's JSON: guid, then its fields in layout order.
+var bktr0001RequestKeys = [...]string{"guid", "wdBank", "wdAcct", "dpBank", "dpAcct", "amount", "memo"}
+
+// bktr0001RequestJSONMax is the longest core JSON of a BKTR0001 request whose strings need no escaping, guid aside: the buffer CoreJSON allocates.
+const bktr0001RequestJSONMax = 152
+
+// AppendCoreJSON appends the request in the core's JSON to dst, with guid, code maps applied.
+// On error it returns dst unchanged.
+func (r *BKTR0001Request) AppendCoreJSON(dst []byte, guid string) ([]byte, error) {
+	wdBank, ok := BankToCore(r.WdBank)
+	if !ok {
+		return dst, &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_BANK", Offset: BKTR0001RequestWdBankOffset, Width: BKTR0001RequestWdBankWidth, Kind: fixedwidth.Code, Got: r.WdBank, Reason: "not a code of map BANK"}
+	}
+	dpBank, ok := BankToCore(r.DpBank)
+	if !ok {
+		return dst, &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_BANK", Offset: BKTR0001RequestDpBankOffset, Width: BKTR0001RequestDpBankWidth, Kind: fixedwidth.Code, Got: r.DpBank, Reason: "not a code of map BANK"}
+	}
+	dst = append(dst, `{"guid":`...)
+	dst = corejson.AppendString(dst, guid)
+	dst = append(dst, `,"wdBank":`...)
+	dst = corejson.AppendString(dst, wdBank)
+	dst = append(dst, `,"wdAcct":`...)
+	dst = corejson.AppendString(dst, r.WdAcct)
+	dst = append(dst, `,"dpBank":`...)
+	dst = corejson.AppendString(dst, dpBank)
+	dst = append(dst, `,"dpAcct":`...)
+	dst = corejson.AppendString(dst, r.DpAcct)
+	dst = append(dst, `,"amount":`...)
+	dst = strconv.AppendInt(dst, r.Amount, 10)
+	dst = append(dst, `,"memo":`...)
+	dst = corejson.AppendString(dst, r.Memo)
+	return append(dst, '}'), nil
 }
 
 // CoreJSON returns the request in the core's JSON with guid, code maps applied.
 func (r *BKTR0001Request) CoreJSON(guid string) ([]byte, error) {
-	j := bktr0001RequestJSON{GUID: &guid, WdAcct: &r.WdAcct, DpAcct: &r.DpAcct, Amount: &r.Amount, Memo: &r.Memo}
-	wdBank, ok := BankToCore(r.WdBank)
-	if !ok {
-		return nil, &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "WD_BANK", Offset: BKTR0001RequestWdBankOffset, Width: BKTR0001RequestWdBankWidth, Kind: fixedwidth.Code, Got: r.WdBank, Reason: "not a code of map BANK"}
+	data, err := r.AppendCoreJSON(make([]byte, 0, bktr0001RequestJSONMax+len(guid)), guid)
+	if err != nil {
+		return nil, err
 	}
-	j.WdBank = &wdBank
-	dpBank, ok := BankToCore(r.DpBank)
-	if !ok {
-		return nil, &fixedwidth.FieldError{Layout: "BKTR0001 request", Field: "DP_BANK", Offset: BKTR0001RequestDpBankOffset, Width: BKTR0001RequestDpBankWidth, Kind: fixedwidth.Code, Got: r.DpBank, Reason: "not a code of map BANK"}
-	}
-	j.DpBank = &dpBank
-	return json.Marshal(j)
+	return data, nil
 }
 
 // FromCoreJSON sets the request from the core's JSON and returns its guid, mapping core ids
 // back to wire codes. Every key of the layout must be present. Values are checked when it is encoded.
+// On error r is left as it was.
 func (r *BKTR0001Request) FromCoreJSON(data []byte) (string, error) {
-	var j bktr0001RequestJSON
-	var ok bool
-	if err := json.Unmarshal(data, &j); err != nil {
+	var (
+		j       BKTR0001Request // code fields hold the core's ids until mapped
+		guid    string
+		present [len(bktr0001RequestKeys)]bool // null counts as absent
+	)
+	d := corejson.NewDecoder(data)
+	for d.Next() {
+		switch i := d.Match(bktr0001RequestKeys[:]); i {
+		case 0:
+			guid, present[i] = d.String()
+		case 1:
+			j.WdBank, present[i] = d.String()
+		case 2:
+			j.WdAcct, present[i] = d.String()
+		case 3:
+			j.DpBank, present[i] = d.String()
+		case 4:
+			j.DpAcct, present[i] = d.String()
+		case 5:
+			j.Amount, present[i] = d.Int()
+		case 6:
+			j.Memo, present[i] = d.String()
+		default:
+			d.Skip()
+		}
+	}
+	if err := d.Err(); err != nil {
 		return "", fmt.Errorf("BKTR0001 request: core JSON: %w", err)
 	}
-	if j.GUID == nil {
-		return "", fmt.Errorf("BKTR0001 request: core JSON: missing key guid")
+	for i, ok := range present {
+		if !ok {
+			return "", fmt.Errorf("BKTR0001 request: core JSON: missing key %s", bktr0001RequestKeys[i])
+		}
 	}
-	if j.WdBank == nil {
-		return "", fmt.Errorf("BKTR0001 request: core JSON: missing key wdBank")
+	if code, ok := BankFromCore(j.WdBank); ok {
+		j.WdBank = code
+	} else {
+		return "", fmt.Errorf("BKTR0001 request: core JSON: wdBank: %q is not in code map BANK", j.WdBank)
 	}
-	if j.WdAcct == nil {
-		return "", fmt.Errorf("BKTR0001 request: core JSON: missing key wdAcct")
+	if code, ok := BankFromCore(j.DpBank); ok {
+		j.DpBank = code
+	} else {
+		return "", fmt.Errorf("BKTR0001 request: core JSON: dpBank: %q is not in code map BANK", j.DpBank)
 	}
-	if j.DpBank == nil {
-		return "", fmt.Errorf("BKTR0001 request: core JSON: missing key dpBank")
-	}
-	if j.DpAcct == nil {
-		return "", fmt.Errorf("BKTR0001 request: core JSON: missing key dpAcct")
-	}
-	if j.Amount == nil {
-		return "", fmt.Errorf("BKTR0001 request: core JSON: missing key amount")
-	}
-	if j.Memo == nil {
-		return "", fmt.Errorf("BKTR0001 request: core JSON: missing key memo")
-	}
-	if r.WdBank, ok = BankFromCore(*j.WdBank); !ok {
-		return "", fmt.Errorf("BKTR0001 request: core JSON: wdBank: %q is not in code map BANK", *j.WdBank)
-	}
-	r.WdAcct = *j.WdAcct
-	if r.DpBank, ok = BankFromCore(*j.DpBank); !ok {
-		return "", fmt.Errorf("BKTR0001 request: core JSON: dpBank: %q is not in code map BANK", *j.DpBank)
-	}
-	r.DpAcct = *j.DpAcct
-	r.Amount = *j.Amount
-	r.Memo = *j.Memo
-	return *j.GUID, nil
+	*r = j
+	return guid, nil
 }
 
 // Set assigns the field with the given JSON key from its text form: a decimal
@@ -240,9 +266,22 @@ func (r *BKTR0001Request) Fields() []FieldValue {
 		{Name: "WD_ACCT", JSON: "wdAcct", Value: r.WdAcct, Account: true},
 		{Name: "DP_BANK", JSON: "dpBank", Value: r.DpBank},
 		{Name: "DP_ACCT", JSON: "dpAcct", Value: r.DpAcct, Account: true},
-		{Name: "AMOUNT", JSON: "amount", Value: strconv.FormatInt(r.Amount, 10)},
+		{Name: "AMOUNT", JSON: "amount", Value: strconv.FormatInt(r.Amount, 10), Int: r.Amount, Integer: true},
 		{Name: "MEMO", JSON: "memo", Value: r.Memo},
 	}
+}
+
+// AppendFields appends the body's values in layout order to dst, as Fields lists them
+// but without formatting a number: an Integer field's Value is empty, its value is Int.
+func (r *BKTR0001Request) AppendFields(dst []FieldValue) []FieldValue {
+	return append(dst,
+		FieldValue{Name: "WD_BANK", JSON: "wdBank", Value: r.WdBank},
+		FieldValue{Name: "WD_ACCT", JSON: "wdAcct", Value: r.WdAcct, Account: true},
+		FieldValue{Name: "DP_BANK", JSON: "dpBank", Value: r.DpBank},
+		FieldValue{Name: "DP_ACCT", JSON: "dpAcct", Value: r.DpAcct, Account: true},
+		FieldValue{Name: "AMOUNT", JSON: "amount", Int: r.Amount, Integer: true},
+		FieldValue{Name: "MEMO", JSON: "memo", Value: r.Memo},
+	)
 }
 
 // TxCode is BKTR0001: the TX_CODE of the frames this body travels in.
@@ -319,38 +358,63 @@ func (r *BKTR0001Response) AppendTo(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// bktr0001ResponseJSON is the core's JSON form of a BKTR0001 response. Pointers tell a missing key from a zero value.
-type bktr0001ResponseJSON struct {
-	CoreTxid *string `json:"txId"`
-	Balance  *int64  `json:"balance"`
-	PostedAt *string `json:"postedAt"`
+// bktr0001ResponseKeys are the keys of a BKTR0001 response in the core's JSON: its fields in layout order.
+var bktr0001ResponseKeys = [...]string{"txId", "balance", "postedAt"}
+
+// bktr0001ResponseJSONMax is the longest core JSON of a BKTR0001 response whose strings need no escaping: the buffer CoreJSON allocates.
+const bktr0001ResponseJSONMax = 87
+
+// AppendCoreJSON appends the body in the core's JSON to dst, code maps applied.
+// On error it returns dst unchanged.
+func (r *BKTR0001Response) AppendCoreJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"txId":`...)
+	dst = corejson.AppendString(dst, r.CoreTxid)
+	dst = append(dst, `,"balance":`...)
+	dst = strconv.AppendInt(dst, r.Balance, 10)
+	dst = append(dst, `,"postedAt":`...)
+	dst = corejson.AppendString(dst, r.PostedAt)
+	return append(dst, '}'), nil
 }
 
 // CoreJSON returns the body in the core's JSON, code maps applied.
 func (r *BKTR0001Response) CoreJSON() ([]byte, error) {
-	j := bktr0001ResponseJSON{CoreTxid: &r.CoreTxid, Balance: &r.Balance, PostedAt: &r.PostedAt}
-	return json.Marshal(j)
+	data, err := r.AppendCoreJSON(make([]byte, 0, bktr0001ResponseJSONMax))
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // FromCoreJSON sets the body from the core's JSON, mapping core ids back to wire codes.
 // Every key of the layout must be present. Values are checked when the body is encoded.
+// On error r is left as it was.
 func (r *BKTR0001Response) FromCoreJSON(data []byte) error {
-	var j bktr0001ResponseJSON
-	if err := json.Unmarshal(data, &j); err != nil {
+	var (
+		j       BKTR0001Response                // code fields hold the core's ids until mapped
+		present [len(bktr0001ResponseKeys)]bool // null counts as absent
+	)
+	d := corejson.NewDecoder(data)
+	for d.Next() {
+		switch i := d.Match(bktr0001ResponseKeys[:]); i {
+		case 0:
+			j.CoreTxid, present[i] = d.String()
+		case 1:
+			j.Balance, present[i] = d.Int()
+		case 2:
+			j.PostedAt, present[i] = d.String()
+		default:
+			d.Skip()
+		}
+	}
+	if err := d.Err(); err != nil {
 		return fmt.Errorf("BKTR0001 response: core JSON: %w", err)
 	}
-	if j.CoreTxid == nil {
-		return fmt.Errorf("BKTR0001 response: core JSON: missing key txId")
+	for i, ok := range present {
+		if !ok {
+			return fmt.Errorf("BKTR0001 response: core JSON: missing key %s", bktr0001ResponseKeys[i])
+		}
 	}
-	if j.Balance == nil {
-		return fmt.Errorf("BKTR0001 response: core JSON: missing key balance")
-	}
-	if j.PostedAt == nil {
-		return fmt.Errorf("BKTR0001 response: core JSON: missing key postedAt")
-	}
-	r.CoreTxid = *j.CoreTxid
-	r.Balance = *j.Balance
-	r.PostedAt = *j.PostedAt
+	*r = j
 	return nil
 }
 
@@ -379,9 +443,19 @@ func (r *BKTR0001Response) Set(key, value string) error {
 func (r *BKTR0001Response) Fields() []FieldValue {
 	return []FieldValue{
 		{Name: "CORE_TXID", JSON: "txId", Value: r.CoreTxid},
-		{Name: "BALANCE", JSON: "balance", Value: strconv.FormatInt(r.Balance, 10)},
+		{Name: "BALANCE", JSON: "balance", Value: strconv.FormatInt(r.Balance, 10), Int: r.Balance, Integer: true},
 		{Name: "POSTED_AT", JSON: "postedAt", Value: r.PostedAt},
 	}
+}
+
+// AppendFields appends the body's values in layout order to dst, as Fields lists them
+// but without formatting a number: an Integer field's Value is empty, its value is Int.
+func (r *BKTR0001Response) AppendFields(dst []FieldValue) []FieldValue {
+	return append(dst,
+		FieldValue{Name: "CORE_TXID", JSON: "txId", Value: r.CoreTxid},
+		FieldValue{Name: "BALANCE", JSON: "balance", Int: r.Balance, Integer: true},
+		FieldValue{Name: "POSTED_AT", JSON: "postedAt", Value: r.PostedAt},
+	)
 }
 
 // TxCode is BKTR0001: the TX_CODE of the frames this body travels in.

@@ -9,7 +9,9 @@ type FieldValue struct {
 	Name    string // layout name, e.g. WD_ACCT
 	JSON    string // the core's JSON key
 	Value   string
-	Account bool // an account number: mask it in logs
+	Int     int64 // an Integer field's value, of which Value is the decimal form
+	Integer bool  // an integer in the core's JSON
+	Account bool  // an account number: mask it in logs
 }
 
 // RequestBody is the typed request body of a registered transaction.
@@ -22,6 +24,8 @@ type RequestBody interface {
 	Set(key, value string) error
 	// Fields lists the values in layout order.
 	Fields() []FieldValue
+	// AppendFields appends them to dst, an Integer's Value left empty.
+	AppendFields(dst []FieldValue) []FieldValue
 	// TxCode is the TX_CODE of the transaction the body belongs to.
 	TxCode() string
 	// Flag is the header FLAG of the frames the body travels in.
@@ -32,6 +36,8 @@ type RequestBody interface {
 	// of the request with header GUID guid; ErrNoLookup for a transaction
 	// settled without one (Settle is SettleAsNotPosted).
 	LookupPath(guid string) (string, error)
+	// AppendCoreJSON appends the request in the core's JSON to dst.
+	AppendCoreJSON(dst []byte, guid string) ([]byte, error)
 	// CoreJSON is the request in the core's JSON.
 	CoreJSON(guid string) ([]byte, error)
 	// FromCoreJSON sets the request from the core's JSON and returns its guid.
@@ -48,10 +54,14 @@ type ResponseBody interface {
 	Set(key, value string) error
 	// Fields lists the values in layout order.
 	Fields() []FieldValue
+	// AppendFields appends them to dst, an Integer's Value left empty.
+	AppendFields(dst []FieldValue) []FieldValue
 	// TxCode is the TX_CODE of the transaction the body belongs to.
 	TxCode() string
 	// Flag is the header FLAG of the frames the body travels in.
 	Flag() string
+	// AppendCoreJSON appends the body in the core's JSON to dst.
+	AppendCoreJSON(dst []byte) ([]byte, error)
 	// CoreJSON is the body in the core's JSON.
 	CoreJSON() ([]byte, error)
 	// FromCoreJSON sets the body from the core's JSON answer.
