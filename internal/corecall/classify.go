@@ -1,12 +1,12 @@
 package corecall
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 
+	"lhrelay/internal/corejson"
 	"lhrelay/internal/generated"
 )
 
@@ -29,18 +29,19 @@ func classify(tx *generated.Transaction, guid string, status int, body []byte, b
 	}
 	switch {
 	case status == http.StatusUnprocessableEntity:
-		var j struct {
-			Result string `json:"result"`
-		}
-		if bodyErr == nil && json.Unmarshal(body, &j) == nil {
-			if src, ok := generated.SourceForResult(j.Result); ok {
-				r.Source = src
-				return r
+		var result string
+		if bodyErr == nil {
+			var err error
+			if result, err = answerResult(body); err == nil {
+				if src, ok := generated.SourceForResult(result); ok {
+					r.Source = src
+					return r
+				}
 			}
 		}
 		// Refused, not posted, for a reason the table does not know.
 		r.Source = generated.SourceHTTP500
-		r.Err = fmt.Errorf("HTTP 422 with result %q", j.Result)
+		r.Err = fmt.Errorf("HTTP 422 with result %q", result)
 	case status == http.StatusGatewayTimeout:
 		// A gateway gave up waiting for the core, which may have posted.
 		r.Source = generated.SourceReadTimeout
@@ -84,6 +85,34 @@ func success(tx *generated.Transaction, guid string, r Result, body []byte, body
 	r.Source = generated.SourceHTTP200
 	r.Body = rb
 	return r
+}
+
+// resultKey is the key under which the core's 422 names its result
+// (SPEC §3).
+var resultKey = []string{"result"}
+
+// answerResult reads the top-level "result" of a 422 answer as
+// encoding/json reads it into a struct with a string field result: the key
+// matched without regard to case, the last string of repeated keys kept
+// (null changes nothing), "" for an answer that is not JSON.
+func answerResult(body []byte) (string, error) {
+	var result string
+	d := corejson.NewDecoder(body)
+	for d.Next() {
+		if d.Match(resultKey) != 0 {
+			d.Skip()
+			continue
+		}
+		if s, ok := d.String(); ok {
+			result = s
+		}
+	}
+	err := d.Err()
+	var syntax *corejson.SyntaxError
+	if errors.As(err, &syntax) {
+		return "", err
+	}
+	return result, err
 }
 
 // scratchPool holds buffers for the trial encoding of a success body.
