@@ -3,8 +3,11 @@ package relay
 import (
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unsafe"
 
 	"lhrelay/internal/fixedwidth"
 	"lhrelay/internal/generated"
@@ -20,55 +23,100 @@ const (
 // 11002003004005 → 11********4005. A value too short to keep both ends is
 // hidden whole.
 func maskAccount(v string) string {
-	var b strings.Builder
-	b.Grow(len(v))
-	writeMasked(&b, v)
-	return b.String()
+	return string(appendMasked(make([]byte, 0, len(v)), v))
 }
 
-func writeMasked(b *strings.Builder, v string) {
+// appendMasked appends v masked as maskAccount says.
+func appendMasked(dst []byte, v string) []byte {
 	keepEnds := len(v) > maskKeepStart+maskKeepEnd
 	for i := range len(v) {
 		if keepEnds && (i < maskKeepStart || i >= len(v)-maskKeepEnd) {
-			b.WriteByte(v[i])
+			dst = append(dst, v[i])
 		} else {
-			b.WriteByte('*')
+			dst = append(dst, '*')
 		}
 	}
+	return dst
+}
+
+// lineScratch is what a frame's log lines are built in: their attributes,
+// the request's field values, and the bytes of the values made for the
+// line (masked account numbers, formatted integers), which the
+// attributes' strings point into. linePool hands them out.
+type lineScratch struct {
+	attrs  []slog.Attr
+	req    []slog.Attr
+	fields []generated.FieldValue
+	text   []byte
+	pooled bool // from linePool, and going back to it
+}
+
+var linePool = sync.Pool{New: func() any {
+	return &lineScratch{
+		attrs:  make([]slog.Attr, 0, 16),
+		req:    make([]slog.Attr, 0, 8),
+		fields: make([]generated.FieldValue, 0, 8),
+		text:   make([]byte, 0, 128),
+		pooled: true,
+	}
+}}
+
+// scratch returns the scratch for one line written with the server's
+// handler; release it once the line is written. The handlers of package
+// slog write the line before Handle returns and keep nothing of it, so
+// their scratch is pooled; another handler may keep the record (a test's,
+// a buffering one), so it gets scratch of its own that nothing writes to
+// again.
+func (c *conn) scratch() *lineScratch {
+	switch c.s.log.Handler().(type) {
+	case *slog.JSONHandler, *slog.TextHandler:
+		return linePool.Get().(*lineScratch)
+	}
+	return &lineScratch{}
+}
+
+func (sc *lineScratch) release() {
+	if !sc.pooled {
+		return
+	}
+	clear(sc.attrs[:cap(sc.attrs)]) // drop what the strings point to
+	clear(sc.req[:cap(sc.req)])
+	clear(sc.fields[:cap(sc.fields)])
+	sc.attrs, sc.req, sc.fields, sc.text = sc.attrs[:0], sc.req[:0], sc.fields[:0], sc.text[:0]
+	linePool.Put(sc)
+}
+
+// made returns the bytes appended to sc.text since from as a string, without
+// a copy: sc.text is only ever appended to while a line is built, so those
+// bytes do not change until the scratch is reused.
+func (sc *lineScratch) made(from int) string {
+	if from == len(sc.text) {
+		return ""
+	}
+	return unsafe.String(&sc.text[from], len(sc.text)-from)
 }
 
 // fieldsAttr is a request body's fields as one "req" group keyed by their
-// JSON keys, account numbers masked unless full is set. The masked values
-// are cut from one string: one allocation however many accounts a frame
-// carries.
-func fieldsAttr(req generated.RequestBody, full bool) slog.Attr {
-	fields := req.Fields()
-	var masked string
-	if !full {
-		var b strings.Builder
-		n := 0
-		for _, f := range fields {
-			if f.Account {
-				n += len(f.Value)
-			}
-		}
-		b.Grow(n)
-		for _, f := range fields {
-			if f.Account {
-				writeMasked(&b, f.Value)
-			}
-		}
-		masked = b.String()
-	}
-	attrs := make([]slog.Attr, len(fields))
-	for i, f := range fields {
+// JSON keys, account numbers masked unless full is set.
+func (sc *lineScratch) fieldsAttr(req generated.RequestBody, full bool) slog.Attr {
+	sc.fields = req.AppendFields(sc.fields[:0])
+	attrs := sc.req[:0]
+	for _, f := range sc.fields {
 		v := f.Value
-		if f.Account && !full {
-			v, masked = masked[:len(v)], masked[len(v):]
+		switch {
+		case f.Integer:
+			from := len(sc.text)
+			sc.text = strconv.AppendInt(sc.text, f.Int, 10)
+			v = sc.made(from)
+		case f.Account && !full:
+			from := len(sc.text)
+			sc.text = appendMasked(sc.text, v)
+			v = sc.made(from)
 		}
-		attrs[i] = slog.String(f.JSON, v)
+		attrs = append(attrs, slog.String(f.JSON, v))
 	}
-	return slog.GroupAttrs("req", attrs...)
+	sc.req = attrs
+	return slog.Attr{Key: "req", Value: slog.GroupValue(attrs...)}
 }
 
 // maskedError is err's text with every account number of req (when it
@@ -118,7 +166,10 @@ func frameLevel(rsp generated.RspCode) slog.Level {
 
 // frameDone counts an answered frame and writes its one log line (package
 // comment, Logs). It runs before the answer is written, so a channel that
-// has its answer finds the frame counted and logged.
+// has its answer finds the frame counted and logged. The line's attributes
+// go to the handler as one group with an empty key, which handlers inline:
+// a record holds five attributes without allocating, and a frame line has
+// more.
 func (c *conn) frameDone(st *frameState) {
 	s := c.s
 	if s.metrics != nil {
@@ -128,8 +179,9 @@ func (c *conn) frameDone(st *frameState) {
 	if !c.logEnabled(level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 16)
-	attrs = append(attrs,
+	sc := c.scratch()
+	defer sc.release()
+	attrs := append(sc.attrs[:0],
 		slog.String("guid", st.guid),
 		slog.String("tx", st.txCode),
 		slog.String("rsp", string(st.rsp)),
@@ -157,9 +209,10 @@ func (c *conn) frameDone(st *frameState) {
 		attrs = append(attrs, slog.String("err", maskedError(st.err, st.tx, st.req)))
 	}
 	if st.req != nil {
-		attrs = append(attrs, fieldsAttr(st.req, false))
+		attrs = append(attrs, sc.fieldsAttr(st.req, false))
 	}
-	s.log.LogAttrs(s.base, level, "frame", attrs...)
+	sc.attrs = attrs
+	s.log.LogAttrs(s.base, level, "frame", slog.Attr{Value: slog.GroupValue(attrs...)})
 }
 
 // logReceived writes, at debug level only, the request as decoded with its
@@ -168,6 +221,8 @@ func (c *conn) logReceived(st *frameState) {
 	if !c.logEnabled(slog.LevelDebug) {
 		return
 	}
+	sc := c.scratch()
+	defer sc.release()
 	c.s.log.LogAttrs(c.s.base, slog.LevelDebug, "frame received",
 		slog.String("guid", st.guid),
 		slog.String("tx", st.txCode),
@@ -175,7 +230,7 @@ func (c *conn) logReceived(st *frameState) {
 		slog.String("dst_org", st.hdr.DstOrg),
 		slog.String("sent_at", st.hdr.SentAt),
 		slog.String("remote", c.remote),
-		fieldsAttr(st.req, true),
+		sc.fieldsAttr(st.req, true),
 	)
 }
 
