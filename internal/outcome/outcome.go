@@ -24,10 +24,21 @@ func Of(src generated.Source, response []byte, why ledger.Why) ledger.Outcome {
 	return ledger.Outcome{State: ledger.State(src.LedgerState()), RspCode: string(src.Code()), Response: response, Why: why}
 }
 
+// answeredHTTP[status] is WhyCall's reason for a call the core answered
+// with status: made once, not for every call.
+var answeredHTTP = func() (a [600]string) {
+	for status := 100; status < len(a); status++ {
+		a[status] = fmt.Sprintf("core answered HTTP %d", status)
+	}
+	return a
+}()
+
 // WhyCall is what the history says of a core call that ended in res.
 func WhyCall(res corecall.Result) ledger.Why {
 	var reason string
 	switch {
+	case res.Status >= 100 && res.Status < len(answeredHTTP):
+		reason = answeredHTTP[res.Status]
 	case res.Status != 0:
 		reason = fmt.Sprintf("core answered HTTP %d", res.Status)
 	case res.Source == generated.SourceConnectFail:

@@ -47,6 +47,10 @@ type conn struct {
 	br    *bufio.Reader
 	frame []byte // the frame being handled (ReadFrame's buffer)
 	out   []byte // the answer being built
+	// body is the request body the last frame decoded into, which the
+	// next frame of its transaction decodes into (wire.ParseRequestInto):
+	// nothing keeps a frame's body once it is answered.
+	body generated.RequestBody
 
 	mu       sync.Mutex
 	state    connState

@@ -119,7 +119,10 @@ func (c *conn) process(st *frameState) []byte {
 	s.at(stageValidating)
 	// LEN was read and LEN bytes with it, so framing holds whatever is
 	// wrong from here on: answer and go on reading.
-	r, err := wire.ParseRequest(frame)
+	r, err := wire.ParseRequestInto(frame, c.body)
+	if r.Body != nil {
+		c.body = r.Body
+	}
 	if err != nil {
 		var re *wire.RefusedError
 		if !errors.As(err, &re) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"lhrelay/internal/fixedwidth"
@@ -73,8 +74,30 @@ func ResponseHeader(req *generated.Header, code generated.RspCode, now time.Time
 		SrcOrg:  req.DstOrg,
 		DstOrg:  req.SrcOrg,
 		RspCode: string(code),
-		SentAt:  fixedwidth.FormatTimestamp(now),
+		SentAt:  sentAt(now),
 	}
+}
+
+// stamp is the SENT_AT of one second in one location.
+type stamp struct {
+	unix int64
+	loc  *time.Location
+	text string
+}
+
+// lastStamp is the SENT_AT formatted last: a relay answers many frames a
+// second, and formatting each anew would cost every answer an allocation.
+var lastStamp atomic.Pointer[stamp]
+
+// sentAt is now as a SENT_AT value.
+func sentAt(now time.Time) string {
+	unix, loc := now.Unix(), now.Location()
+	if st := lastStamp.Load(); st != nil && st.unix == unix && st.loc == loc {
+		return st.text
+	}
+	st := &stamp{unix: unix, loc: loc, text: fixedwidth.FormatTimestamp(now)}
+	lastStamp.Store(st)
+	return st.text
 }
 
 // AppendResponse appends the answer to req. The body is sent only with the
@@ -105,7 +128,7 @@ func AppendRejection(dst []byte, frame []byte, code generated.RspCode, now time.
 		SrcOrg:  raw.DstOrg,
 		DstOrg:  raw.SrcOrg,
 		RspCode: string(code),
-		SentAt:  fixedwidth.FormatTimestamp(now),
+		SentAt:  sentAt(now),
 	}
 	return h.AppendRawTo(dst)
 }
@@ -144,6 +167,15 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // transaction once it was found — so the answer and the log can name the
 // request (and mask its account fields).
 func ParseRequest(frame []byte) (r Request, err error) {
+	return ParseRequestInto(frame, nil)
+}
+
+// ParseRequestInto is ParseRequest decoding the body into reuse, rather
+// than into a new body, when reuse is a body of the transaction the frame
+// names: for a caller that parses frame after frame and is done with the
+// previous body (the relay, per connection). Whatever reuse held is lost,
+// whether the frame parses or not.
+func ParseRequestInto(frame []byte, reuse generated.RequestBody) (r Request, err error) {
 	refuse := func(src generated.Source, why string, err error) (Request, error) {
 		return r, &RefusedError{Source: src, Why: why, Err: err}
 	}
@@ -169,7 +201,10 @@ func ParseRequest(frame []byte) (r Request, err error) {
 		return refuse(generated.SourceUnknownTx, "TX_CODE not registered", nil)
 	}
 	r.Tx = tx
-	body := tx.NewRequest()
+	body := reuse
+	if body == nil || body.TxCode() != tx.Code {
+		body = tx.NewRequest()
+	}
 	if err := body.Decode(text[generated.HeaderLen:]); err != nil {
 		return refuse(generated.SourceBadFrame, "bad body", err)
 	}
