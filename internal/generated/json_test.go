@@ -136,6 +136,24 @@ func TestRequestFromCoreJSONMissingAndMapped(t *testing.T) {
 	assert.Equal(t, r, generated.BKTR0001Request{WdBank: "081", WdAcct: "1", DpBank: "004", DpAcct: "2", Amount: 7, Memo: "m"})
 }
 
+// TestJSONAllocations: the request is written into the caller's buffer
+// without allocating, and the answer read with one string conversion.
+func TestJSONAllocations(t *testing.T) {
+	var r generated.BKTR0001Request
+	assert.NilError(t, r.Decode(bktrBody))
+	buf := make([]byte, 0, 256)
+	assert.Equal(t, testing.AllocsPerRun(100, func() {
+		buf, _ = r.AppendCoreJSON(buf[:0], guid)
+	}), 0.0)
+	answer := []byte(responseBodies[0])
+	var a generated.BKTR0001Response
+	assert.Equal(t, testing.AllocsPerRun(100, func() {
+		if err := a.FromCoreJSON(answer); err != nil {
+			t.Fatal(err)
+		}
+	}), 1.0)
+}
+
 // BenchmarkCoreJSON is the JSON part of a transfer: the request written
 // into a reused buffer, and the core's answer read.
 func BenchmarkCoreJSON(b *testing.B) {
