@@ -30,7 +30,10 @@ type ResolveConfig struct {
 	Now time.Time
 	// GUIDs, when not empty: only the rows of these GUIDs (an operator
 	// settling the rows they are looking at).
-	GUIDs    []string
+	GUIDs []string
+	// Guard decides whether a lookup's 404 may settle a row (see
+	// LookupGuard); nil: a fresh one for this run.
+	Guard    *LookupGuard
 	Progress func(done, total int) // called after each row; nil: not reported
 	Log      *slog.Logger
 }
@@ -76,6 +79,10 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	if err != nil {
 		return s, fmt.Errorf("resolve: %w", err)
 	}
+	st := &resolveState{l: l, core: core, guard: cfg.Guard, refused: map[string]error{}, now: cfg.Now}
+	if st.guard == nil {
+		st.guard = &LookupGuard{}
+	}
 	done := 0
 	seen := map[string]struct{}{}
 	only := map[string]bool{}
@@ -88,13 +95,15 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 				return nil
 			}
 			s.Add("selected")
-			outcome, err := resolveRow(ctx, l, core, row, cfg.Now)
+			outcome, err := st.resolveRow(ctx, row)
 			s.Add(outcome)
 			done++
 			if cfg.Progress != nil {
 				cfg.Progress(done, total)
 			}
 			switch {
+			case outcome == OutcomeUnverified:
+				log.Warn("lookup answered 404, which is not trusted; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
 			case outcome == "unreachable":
 				log.Warn("core lookup failed; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
 			case outcome == outcomeUnknownTx || outcome == outcomeUndecodable:
@@ -110,6 +119,9 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 			return s, fmt.Errorf("resolve: %w", err)
 		}
 	}
+	if n := s.Count(OutcomeUnverified); n > 0 {
+		return s, fmt.Errorf("resolve: %d rows unchanged: %w", n, st.firstRefusal)
+	}
 	if n := s.Count("unreachable"); n > 0 {
 		return s, fmt.Errorf("%w for %d rows (or answered unusably); they are unchanged: run resolve again later", ErrCoreUnreachable, n)
 	}
@@ -119,7 +131,8 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 // resolveRow settles one row. It returns the outcome counted in the
 // summary; an error with "unreachable" is the core's, with unknown_tx or
 // undecodable the stored request's, any other error the ledger's.
-func resolveRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row ledger.Row, now time.Time) (string, error) {
+func (st *resolveState) resolveRow(ctx context.Context, row ledger.Row) (string, error) {
+	l, core, now := st.l, st.core, st.now
 	r, err := wire.ParseRequest(row.Request)
 	if err != nil {
 		return refusedOutcome(err), fmt.Errorf("stored request: %w", err)
@@ -132,6 +145,14 @@ func resolveRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, ro
 		found, err := core.Lookup(ctx, r.Tx, row.GUID, r.Body)
 		if err != nil {
 			return "unreachable", err
+		}
+		if found.Posted {
+			st.guard.trust(r.Tx.Code)
+		} else if err := st.checkNotFound(ctx, r.Tx, r.Body); err != nil {
+			if isUnverified(err) {
+				return OutcomeUnverified, err
+			}
+			return "", err
 		}
 		var ok bool
 		if rec, ok = outcome.OfLookup(&r.Header, found, now); !ok {
@@ -151,6 +172,33 @@ func resolveRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, ro
 		return "done", nil
 	}
 	return "failed", nil
+}
+
+// resolveState is what one Resolve run keeps between rows.
+type resolveState struct {
+	l     *ledger.Ledger
+	core  *corecall.Client
+	guard *LookupGuard
+	now   time.Time
+	// refused: the guard's refusal of a transaction's 404s, asked once
+	// per run; firstRefusal the first, for the run's error.
+	refused      map[string]error
+	firstRefusal error
+}
+
+// checkNotFound returns nil when a 404 of tx may settle a row, else why not.
+func (st *resolveState) checkNotFound(ctx context.Context, tx *generated.Transaction, body generated.RequestBody) error {
+	if err, ok := st.refused[tx.Code]; ok {
+		return err
+	}
+	err := st.guard.check(ctx, st.l, st.core, tx, body)
+	if isUnverified(err) {
+		st.refused[tx.Code] = err
+		if st.firstRefusal == nil {
+			st.firstRefusal = err
+		}
+	}
+	return err
 }
 
 // ResolveOutcomes are the outcomes a resolved row is counted under, in the

@@ -3,6 +3,7 @@ package corecall
 import (
 	"context"
 	"fmt"
+	"mime"
 	"net/http"
 	"time"
 
@@ -74,4 +75,34 @@ func quoteOrMissing(s *string) string {
 		return "missing"
 	}
 	return fmt.Sprintf("%q", *s)
+}
+
+// Base is the core's base URL the client calls below (--core), without a
+// trailing slash.
+func (c *Client) Base() string { return c.base }
+
+// Answer is the shape of a core's answer to a GET: its status and the media
+// type of its body, without parameters ("" when it declares none).
+type Answer struct {
+	Status    int
+	MediaType string
+}
+
+// Probe GETs path below the base URL and says how the core answered, for
+// settling's check that a lookup's 404 comes from the lookup's own route
+// (batch.LookupGuard). Only a GET is ever sent; guid goes in X-GUID as on
+// every call. No answer is an error.
+func (c *Client) Probe(ctx context.Context, path, guid string) (Answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var tr tracer
+	res := c.roundTrip(ctx, http.MethodGet, path, guid, nil, &tr)
+	if res.err != nil {
+		return Answer{}, fmt.Errorf("corecall: GET %s: %w", path, res.err)
+	}
+	mt, _, err := mime.ParseMediaType(res.resp.Header.Get("Content-Type"))
+	if err != nil {
+		mt = ""
+	}
+	return Answer{Status: res.resp.StatusCode, MediaType: mt}, nil
 }

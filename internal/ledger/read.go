@@ -171,6 +171,33 @@ func (l *Ledger) readPage(ctx context.Context, page []Row, q string, args ...any
 	return page, rows.Err()
 }
 
+// Newest returns the row f selects that was updated last (Limit ignored),
+// and false when f selects none. Settling checks the core's lookup against
+// it: the most recently posted transfer is the one the core is surest to
+// still know.
+func (l *Ledger) Newest(ctx context.Context, f Filter) (Row, bool, error) {
+	if l.isClosed.Load() {
+		return Row{}, false, fmt.Errorf("ledger: newest: %w", ErrClosed)
+	}
+	where, args, err := f.clauses(l.st.dialect())
+	if err != nil {
+		return Row{}, false, fmt.Errorf("ledger: newest: %w", err)
+	}
+	q := `SELECT ` + sqlRowColumns + ` FROM tx`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	r, err := scanRow(l.st.read().queryRow(ctx, q+` ORDER BY updated_at DESC, guid DESC LIMIT 1`, args...))
+	switch {
+	case errors.Is(err, errNoRows):
+		return Row{}, false, nil
+	case err != nil:
+		l.countError(opRead, err)
+		return Row{}, false, fmt.Errorf("ledger: newest: %w", err)
+	}
+	return r, true, nil
+}
+
 // Count returns how many rows f selects (Limit ignored), for a progress
 // bar's total before a Scan.
 func (l *Ledger) Count(ctx context.Context, f Filter) (int, error) {
@@ -223,6 +250,10 @@ func (f Filter) clauses(d *dialect) (where []string, args []any, err error) {
 	if f.RspCode != "" {
 		where = append(where, "rsp_code = ?")
 		args = append(args, f.RspCode)
+	}
+	if f.TxCode != "" {
+		where = append(where, "tx_code = ?")
+		args = append(args, f.TxCode)
 	}
 	if f.MaxAttempts > 0 {
 		where = append(where, "COALESCE(attempts, 0) < ?")

@@ -173,6 +173,8 @@ type Filter struct {
 	OlderThan time.Duration
 	// RspCode: rows with exactly this rsp_code (empty: any).
 	RspCode string
+	// TxCode: rows of exactly this TX_CODE (empty: any).
+	TxCode string
 	// MaxAttempts: when > 0, rows with attempts < MaxAttempts (a row with
 	// attempts == MaxAttempts is excluded).
 	MaxAttempts int

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,7 +52,7 @@ func newSettleMetrics(reg *prometheus.Registry) *settleMetrics {
 	}
 	// Every outcome of a round shown from the start, so that a dashboard
 	// and an alert see zeros, not gaps.
-	for _, o := range batch.ResolveOutcomes {
+	for _, o := range slices.Concat(batch.ResolveOutcomes, []string{batch.OutcomeUnverified}) {
 		m.Rows.WithLabelValues(o)
 	}
 	reg.MustRegister(m.Interval, m.Rounds, m.Rows, m.LookupsFailed, m.LastRound, m.LastDuration)

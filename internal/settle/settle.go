@@ -82,8 +82,17 @@ const (
 // Results lists every Result, for metrics that show each from the start.
 var Results = []Result{Ran, Locked, CoreDown, Failed}
 
+// trustFor is how long a settler trusts a transaction's lookup 404s once
+// its route was shown to be served (batch.LookupGuard): the check costs a
+// lookup or two, so not every round, but a core moved meanwhile is caught
+// within minutes.
+const trustFor = 5 * time.Minute
+
 // Settler runs settling rounds.
-type Settler struct{ cfg Config }
+type Settler struct {
+	cfg   Config
+	guard *batch.LookupGuard
+}
 
 // New checks cfg and returns a Settler.
 func New(cfg Config) (*Settler, error) {
@@ -96,7 +105,7 @@ func New(cfg Config) (*Settler, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Settler{cfg: cfg}, nil
+	return &Settler{cfg: cfg, guard: &batch.LookupGuard{TTL: trustFor}}, nil
 }
 
 // Run runs a round every Every until ctx ends, and returns once the round
@@ -125,6 +134,10 @@ func (s *Settler) Round(ctx context.Context) (Result, *batch.Summary) {
 		s.cfg.Metrics.SettleRound(result, end.Sub(start), end, sum)
 	}
 	switch {
+	case err != nil && errors.Is(err, batch.ErrLookupUnverified):
+		// The core may be reached at the wrong path: only the operator
+		// can fix that, and until then no row settles as never posted.
+		s.cfg.Log.Error("settling: a lookup's 404 is not trusted; those rows are unchanged", "summary", sum.String(), "err", err)
 	case err != nil && errors.Is(err, batch.ErrCoreUnreachable):
 		s.cfg.Log.Warn("settling: some lookups failed; those rows are unchanged until a later round", "summary", sum.String(), "err", err)
 	case err != nil:
@@ -148,7 +161,7 @@ func (s *Settler) round(ctx context.Context, now time.Time) (Result, *batch.Summ
 	}
 	defer release()
 	sum, err := batch.Resolve(ctx, s.cfg.Ledger, s.cfg.Core, batch.ResolveConfig{
-		MinAge: s.cfg.MinAge, StaleSent: s.cfg.StaleSent, Now: now, Log: s.cfg.Log,
+		MinAge: s.cfg.MinAge, StaleSent: s.cfg.StaleSent, Now: now, Log: s.cfg.Log, Guard: s.guard,
 	})
 	if err != nil && !errors.Is(err, batch.ErrCoreUnreachable) {
 		return Failed, sum, err

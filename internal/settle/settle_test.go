@@ -2,9 +2,11 @@ package settle_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
+	"lhrelay/internal/batch"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
@@ -186,4 +189,44 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	}
 	_, err = settle.New(settle.Config{Ledger: l, Core: core.client(t)})
 	assert.ErrorContains(t, err, "interval must be more than 0")
+}
+
+// TestRoundAtWrongPathSettlesNothing: a settler whose core URL has a path
+// the core does not serve gets 404 for every lookup, posted or not. No
+// 404 is trusted: every row stays UNKNOWN (nothing can send it again), and
+// the round logs one error naming the URL. With the right URL the next
+// settler settles them by the usual rules; the core posted each GUID once
+// at most.
+func TestRoundAtWrongPathSettlesNothing(t *testing.T) {
+	testkit.EachStore(t, roundAtWrongPath)
+}
+
+func roundAtWrongPath(t *testing.T, db string) {
+	l := openLedger(t, db)
+	core := newLookupCore(t, false)
+	guids := seedUnknown(t, l, core, 4)
+	wrong, err := corecall.New(corecall.Config{BaseURL: core.srv.URL + "/api", Timeout: 5 * time.Second})
+	assert.NilError(t, err)
+	var logs testkit.SyncBuffer
+	s, err := settle.New(settle.Config{Ledger: l, Core: wrong, Every: time.Hour, StaleSent: time.Hour, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	assert.NilError(t, err)
+	res, sum := s.Round(context.Background())
+	assert.Equal(t, res, settle.Ran)
+	assert.Equal(t, sum.Count(batch.OutcomeUnverified), 4)
+	assert.Equal(t, sum.Count("failed"), 0)
+	for _, g := range guids {
+		row, err := l.Get(context.Background(), g)
+		assert.NilError(t, err)
+		assert.Equal(t, row.State, ledger.StateUnknown, g)
+	}
+	assert.Assert(t, strings.Contains(logs.String(), "level=ERROR"), logs.String())
+	assert.Assert(t, strings.Contains(logs.String(), "check that --core "+core.srv.URL+"/api is the core's base URL"), logs.String())
+
+	res, sum = newSettler(t, l, core.client(t), nil).Round(context.Background())
+	assert.Equal(t, res, settle.Ran)
+	assert.Equal(t, sum.Count("done"), 2)
+	assert.Equal(t, sum.Count("failed"), 2)
+	for _, g := range guids {
+		assert.Assert(t, core.sim.PostCount(g) <= 1, g)
+	}
 }
