@@ -8,8 +8,10 @@
 // default 600, 0 turns it off), it asks the lookup the row's own transaction
 // declares in its layout (for a transfer, GET /v1/transfers/{guid}):
 // 200 → DONE/0000 with a response frame built from the lookup, so the
-// channel's retry is answered with it; 404 → FAILED/E902, safe to resend;
-// anything else → unchanged. A read declared "lookup none" becomes
+// channel's retry is answered with it; 404 → FAILED/E902, safe to resend,
+// once the 404 is shown to come from the lookup's route and not a --core
+// with a wrong path (batch.LookupGuard; else the rows stay and the run
+// exits 1 naming --core); anything else → unchanged. A read declared "lookup none" becomes
 // FAILED/E902 without a core call; a row of a TX_CODE this binary does not
 // know is left unchanged (unknown_tx). --guid settles only the rows of the
 // GUIDs it lists (the same rules, the same ages). Exit status 0 when every row was handled, 1 when

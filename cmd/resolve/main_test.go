@@ -5,13 +5,20 @@ import (
 	"context"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 
 	"lhrelay/internal/app/batchcmd"
+	"lhrelay/internal/corecall"
 	"lhrelay/internal/coresim"
+	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/outcome"
+	"lhrelay/internal/testkit"
+	"lhrelay/internal/wire"
 )
 
 func TestArguments(t *testing.T) {
@@ -46,4 +53,39 @@ func TestArguments(t *testing.T) {
 			assert.Equal(t, s.String(), "resolve: selected=0 done=0 failed=0 unreachable=0 skipped=0 unknown_tx=0 undecodable=0")
 		}
 	}
+}
+
+// TestWrongCorePath: a --core whose path the core does not serve answers
+// 404 to every lookup; resolve settles nothing from it, exits 1, and says
+// in one line which --core to check.
+func TestWrongCorePath(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "relay.db")
+	l, err := ledger.Open(db)
+	assert.NilError(t, err)
+	ctx := context.Background()
+	guid := testkit.GUID()
+	frame := testkit.Transfer(t, guid, nil)
+	req, err := wire.ParseRequest(frame)
+	assert.NilError(t, err)
+	_, err = l.Claim(ctx, ledger.Request{GUID: guid, TxCode: req.Tx.Code, Frame: frame, Body: frame[generated.HeaderLen:]})
+	assert.NilError(t, err)
+	rec, _ := outcome.OfCall(nil, &req.Header, corecall.Result{Source: generated.SourceReadTimeout}, time.Now())
+	assert.NilError(t, l.Finish(ctx, guid, 1, rec))
+	assert.NilError(t, l.Close())
+	core := httptest.NewServer(coresim.New(coresim.Config{}))
+	defer core.Close()
+
+	var stdout, stderr bytes.Buffer
+	code := batchcmd.Run(ctx, "resolve", run, []string{"--db", db, "--core", core.URL + "/api", "--min-age", "0"}, &stdout, &stderr)
+	assert.Equal(t, code, 1, stderr.String())
+	assert.Equal(t, stdout.String(), "resolve: selected=1 done=0 failed=0 unreachable=0 skipped=0 unknown_tx=0 undecodable=0 unverified=1\n")
+	assert.Equal(t, strings.Count(stderr.String(), "\n"), 1, stderr.String())
+	assert.Assert(t, strings.Contains(stderr.String(), "check that --core "+core.URL+"/api is the core's base URL"), stderr.String())
+
+	l, err = ledger.Open(db)
+	assert.NilError(t, err)
+	defer l.Close()
+	row, err := l.Get(ctx, guid)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, ledger.StateUnknown)
 }

@@ -6,6 +6,11 @@
 // internal/app/batchcmd's, so that the relay, which runs Resolve inside
 // itself (internal/settle), carries no command-line machinery.
 //
+// A lookup's 404 makes a row resendable, so it must come from the lookup
+// itself, not from a core reached at the wrong path: resolve trusts a
+// transaction's 404s only once LookupGuard has seen its lookup route
+// served, and otherwise leaves the rows and exits 1 naming the core's URL.
+//
 // Every command selects rows, then handles each with a conditional ledger
 // transition: a row that the relay (or another batch run) changed in the
 // meantime is left alone and counted as "skipped", never overwritten.
