@@ -89,7 +89,7 @@ func TestBadSettingsExit2(t *testing.T) {
 	// settings (ledger: its list subcommand).
 	base := map[string][]string{
 		"relay": {"--port", "0", "--db", filepath.Join(dir, "relay.db")}, "resolve": {}, "reprocess": {}, "purge": {},
-		"ledger": {"list"}, "lhsend": {}, "coresim": {"--port", "0"}, "sandbox": {"--relay", "127.0.0.1:0", "--core", "127.0.0.1:0"}, "demo": {}, "verify": {"--out", filepath.Join(dir, "verify")},
+		"ledger": {"list"}, "lhsend": {}, "coresim": {"--port", "0"}, "sandbox": {"--relay", "127.0.0.1:0", "--core-listen", "127.0.0.1:0"}, "demo": {}, "verify": {"--out", filepath.Join(dir, "verify")},
 	}
 	own := map[string][]badCase{
 		"relay": {
@@ -119,7 +119,7 @@ func TestBadSettingsExit2(t *testing.T) {
 			{"db in a missing directory", nil, []string{"--db", missing}, "--db"},
 		},
 		"lhsend": {
-			{"bad timeout", nil, []string{"--timeout", "soon"}, "-timeout"},
+			{"bad answer timeout", nil, []string{"--answer-timeout", "soon"}, "-answer-timeout"},
 		},
 		"coresim": {
 			{"port in use", nil, []string{"--port", port}, "--listen/--port"},
@@ -158,10 +158,16 @@ func TestBadSettingsExit2(t *testing.T) {
 
 // TestCommandFlagsListed holds cliflag's list of every command's flags,
 // which lets one config file and one environment serve a host, to the
-// flags each command shows in -h.
+// flags each command shows in -h. And since one LHRELAY_ variable or file
+// key sets a flag of that name in every command that has one, a flag
+// shared by several commands takes the same form (the placeholder -h
+// shows: LHRELAY_CORE is a URL wherever it is read, LHRELAY_TIMEOUT a core
+// call's seconds), but for sameForm's exceptions.
 func TestCommandFlagsListed(t *testing.T) {
 	bin := built(t)
-	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9.-]+)`)
+	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9.-]+)(?:[ \t]([^ \t\n]+))?`)
+	// form[flag][placeholder] lists the commands showing it so.
+	form := map[string]map[string][]string{}
 	for _, name := range cliflag.Commands() {
 		helps := [][]string{{"-h"}}
 		if name == "ledger" {
@@ -174,11 +180,32 @@ func TestCommandFlagsListed(t *testing.T) {
 			for _, m := range flagLine.FindAllStringSubmatch(r.stdout, -1) {
 				if !cliflag.Standard(m[1]) && !slices.Contains(shown, m[1]) {
 					shown = append(shown, m[1])
+					placeholder := m[2]
+					if strings.HasPrefix(m[0], "  -"+m[1]+"\t") {
+						placeholder = "" // a bool: its help follows on the same line
+					}
+					if form[m[1]] == nil {
+						form[m[1]] = map[string][]string{}
+					}
+					form[m[1]][placeholder] = append(form[m[1]][placeholder], name)
 				}
 			}
 		}
 		slices.Sort(shown)
 		listed := slices.Sorted(slices.Values(cliflag.CommandFlags(name)))
 		assert.DeepEqual(t, shown, listed)
+	}
+	// Flags whose form differs on purpose, each a per-run choice no host's
+	// file or environment sets.
+	sameForm := map[string]string{
+		"guid": "lhsend sends one GUID; resolve settles a list",
+		"rate": "lhsend's frames a second; verify's business transactions a second, each of several frames",
+	}
+	for f, forms := range form {
+		if _, ok := sameForm[f]; ok {
+			assert.Assert(t, len(forms) > 1, "--%s has one form now: drop it from sameForm", f)
+			continue
+		}
+		assert.Equal(t, len(forms), 1, "--%s takes several forms, by command: %v", f, forms)
 	}
 }

@@ -18,8 +18,8 @@ import (
 func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("ledger copy", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	from := fs.String("from", "", "the ledger to copy: SQLite file or postgres:// URL (required)")
-	to := fs.String("to", "", "the ledger to copy into, created if missing (required)")
+	from := fs.String("from", "", "the ledger to copy: SQLite `file` or postgres:// URL (required)")
+	to := fs.String("to", "", "the ledger to copy into, a SQLite `file` or postgres:// URL, created if missing (required)")
 	allowAsync := fs.Bool("allow-async-replication", false, "copy into a PostgreSQL primary whose standbys replicate asynchronously (synchronous_standby_names empty), accepting that a failover may forget copied rows")
 	rest, err := cliflag.Read(fs, args, cliflag.Usage{Out: out, Text: usage + "\n\nflags of copy:\n"})
 	if errors.Is(err, flag.ErrHelp) {

@@ -1,7 +1,7 @@
 // Command ledger inspects a relay ledger without changing it:
 //
 //	ledger show  --db PATH [--json] GUID
-//	ledger list  --db PATH [--state S] [--older-than SECONDS] [--limit N] [--json]
+//	ledger list  --db PATH [--state S] [--older-than SECONDS] [--max-rows N] [--json]
 //	ledger stats --db PATH [--json]
 //	ledger backup --db PATH --to FILE
 //	ledger copy  --from PATH|URL --to PATH|URL
@@ -47,7 +47,7 @@ import (
 
 const usage = `usage:
   ledger show  --db PATH [--json] GUID
-  ledger list  --db PATH [--state S] [--older-than SECONDS] [--limit N] [--json]
+  ledger list  --db PATH [--state S] [--older-than SECONDS] [--max-rows N] [--json]
   ledger stats --db PATH [--json]
   ledger backup --db PATH --to FILE
   ledger copy  --from PATH|URL --to PATH|URL
@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	}
 	fs := flag.NewFlagSet("ledger "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	db := fs.String("db", "", "ledger: SQLite file or postgres:// URL (required)")
+	db := fs.String("db", "", "ledger: SQLite `file` or postgres:// URL (required)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	var state string
 	var olderThan time.Duration
@@ -92,8 +92,8 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 		fs.StringVar(&to, "to", "", "write the copy to this new `file` (required; an existing file is refused)")
 	case "list":
 		fs.StringVar(&state, "state", "", "only rows in this state (RECEIVED, SENT, DONE, UNKNOWN, FAILED)")
-		cliflag.SecondsVar(fs, &olderThan, "older-than", 0, "only rows last updated at least this many seconds ago")
-		fs.IntVar(&limit, "limit", 1000, "at most this many rows (0: all)")
+		cliflag.SecondsVar(fs, &olderThan, "older-than", 0, "only rows last updated at least this many `seconds` ago")
+		fs.IntVar(&limit, "max-rows", 1000, "at most this many `rows` (0: all)")
 	default:
 		return app.Badf("unknown command %q (want show, list, stats, backup, copy, history or audit)", cmd)
 	}
@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 		return app.Badf("backup: --to is required")
 	}
 	if limit < 0 {
-		return app.Badf("list: --limit must not be negative")
+		return app.Badf("list: --max-rows must not be negative")
 	}
 
 	l, err := ledger.OpenExisting(*db, ledger.WithActor(ledger.NewActor("ledger "+cmd)))

@@ -139,7 +139,7 @@ func TestErrors(t *testing.T) {
 
 // TestListManyPages: list prints what it reads page by page (the ledger
 // reads 256 rows a query); every row comes out once, in order, as text and
-// as one JSON array, and --limit still counts rows.
+// as one JSON array, and --max-rows still counts rows.
 func TestListManyPages(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "relay.db")
 	l, err := ledger.Open(path)
@@ -162,7 +162,7 @@ func TestListManyPages(t *testing.T) {
 	}
 	assert.NilError(t, l.Close())
 
-	out, err := runOut(t, "list", "--db", path, "--limit", "0")
+	out, err := runOut(t, "list", "--db", path, "--max-rows", "0")
 	assert.NilError(t, err)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	assert.Equal(t, len(lines), n+2, "header, rows, count")
@@ -175,14 +175,14 @@ func TestListManyPages(t *testing.T) {
 	assert.DeepEqual(t, got, want)
 	assert.Equal(t, lines[n+1], fmt.Sprintf("(%d rows)", n))
 
-	out, err = runOut(t, "list", "--db", path, "--limit", "0", "--json")
+	out, err = runOut(t, "list", "--db", path, "--max-rows", "0", "--json")
 	assert.NilError(t, err)
 	var rows []listRow
 	assert.NilError(t, json.Unmarshal([]byte(out), &rows))
 	assert.Equal(t, len(rows), n)
 	assert.Equal(t, rows[0].State, "SENT")
 
-	out, err = runOut(t, "list", "--db", path, "--limit", "300")
+	out, err = runOut(t, "list", "--db", path, "--max-rows", "300")
 	assert.NilError(t, err)
 	assert.Assert(t, strings.HasSuffix(out, "(300 rows)\n"), out)
 }

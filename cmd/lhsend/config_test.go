@@ -1,8 +1,13 @@
 package main
 
 import (
+	"io"
 	"testing"
+	"time"
 
+	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/channel"
 	"lhrelay/internal/cliflag"
 	"lhrelay/internal/testkit"
 )
@@ -13,8 +18,23 @@ import (
 func TestConfigSources(t *testing.T) {
 	testkit.CheckSources(t, testkit.ParsedBy(testkit.Sources{
 		Flag: "addr", Default: "127.0.0.1:9200", FromFile: "127.0.0.1:1", FromEnv: "127.0.0.1:2", FromArgs: "127.0.0.1:3",
-		BadFlag: "timeout", BadValue: "soon",
+		BadFlag: "answer-timeout", BadValue: "soon",
 	}, parseArgs, func(o options) string { return o.addr }))
 }
 
 func TestVersion(t *testing.T) { testkit.CheckVersion(t, cliflag.Version("lhsend"), parseArgs) }
+
+// TestRelayTimeoutNotInherited: one environment (or config file) serves
+// every command of a host, and LHRELAY_TIMEOUT is the relay's core call
+// timeout; lhsend's wait for an answer is LHRELAY_ANSWER_TIMEOUT, so the
+// relay's setting never becomes lhsend's by accident.
+func TestRelayTimeoutNotInherited(t *testing.T) {
+	t.Setenv("LHRELAY_TIMEOUT", "0.001")
+	o, err := parseArgs(nil, io.Discard)
+	assert.NilError(t, err)
+	assert.Equal(t, o.timeout, channel.DefaultTimeout)
+	t.Setenv("LHRELAY_ANSWER_TIMEOUT", "0.5")
+	o, err = parseArgs(nil, io.Discard)
+	assert.NilError(t, err)
+	assert.Equal(t, o.timeout, 500*time.Millisecond)
+}

@@ -174,7 +174,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		o.raw, o.rawGiven = b, true
 		return err
 	})
-	cliflag.SecondsVar(fs, &o.timeout, "timeout", channel.DefaultTimeout, "`seconds` to wait for the connection and for each answer (e.g. 5, 0.5)")
+	cliflag.SecondsVar(fs, &o.timeout, "answer-timeout", channel.DefaultTimeout, "`seconds` to wait for the connection and for each answer (e.g. 5, 0.5); not --timeout, which is a core call's")
 	fs.IntVar(&o.count, "count", 0, "load: send `N` frames and print a summary")
 	fs.IntVar(&o.concurrency, "concurrency", 1, "load: `connections` in parallel, each carrying one frame at a time")
 	fs.Float64Var(&o.rate, "rate", 0, "load: cap on `frames/s` over all connections (0 = as fast as answers come)")

@@ -168,7 +168,7 @@ func TestInputValidation(t *testing.T) {
 		{"count zero", "", []string{"--count", "0"}, []string{"--count 0: want at least 1"}},
 		{"guid with count", "", []string{"--count", "2", "--guid", guid}, []string{"--guid with --count"}},
 		{"duplicates out of range", "", []string{"--count", "2", "--duplicates", "150"}, []string{"duplicates 150"}},
-		{"bad timeout", "", []string{"--timeout", "-1"}, []string{"negative duration"}},
+		{"bad timeout", "", []string{"--answer-timeout", "-1"}, []string{"negative duration"}},
 		{"load template guid", `{"guid":"` + guid + `"}`, []string{"-", "--count", "2"}, []string{`no "guid" in the JSON template`}},
 	}
 	for _, tc := range cases {
@@ -202,7 +202,7 @@ func TestNoAnswerAndMalformedAnswer(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		return testkit.Answer0000(f)
 	})
-	oneLineError(t, runCmd(t, "", "--addr", r.Addr, "--timeout", "0.02"), exitFailed, "no answer", "within 20ms")
+	oneLineError(t, runCmd(t, "", "--addr", r.Addr, "--answer-timeout", "0.02"), exitFailed, "no answer", "within 20ms")
 
 	r = testkit.Start(t, func(f []byte) []byte {
 		a := testkit.Answer0000(f)
@@ -268,7 +268,7 @@ func TestRaw(t *testing.T) {
 
 func TestRawMalformedAnswer(t *testing.T) {
 	r := testkit.Start(t, func([]byte) []byte { return []byte("0004junk") })
-	res := runCmd(t, "", "--addr", r.Addr, "--raw", "30303030", "--timeout", "0.2")
+	res := runCmd(t, "", "--addr", r.Addr, "--raw", "30303030", "--answer-timeout", "0.2")
 	oneLineError(t, res, exitFailed, "malformed answer")
 	assert.Assert(t, is.Contains(res.stdout, `"0004junk"`))
 }
@@ -345,7 +345,7 @@ func TestLoadFailuresExitNonZero(t *testing.T) {
 func TestHelp(t *testing.T) {
 	res := runCmd(t, "", "--help")
 	assert.Equal(t, res.code, 0)
-	for _, f := range []string{"-wd-bank", "-wd-acct", "-dp-bank", "-dp-acct", "-amount", "-memo", "-bank", "-acct", "-raw-file", "-timeout"} {
+	for _, f := range []string{"-wd-bank", "-wd-acct", "-dp-bank", "-dp-acct", "-amount", "-memo", "-bank", "-acct", "-raw-file", "-answer-timeout"} {
 		assert.Assert(t, is.Contains(res.stdout, "  "+f+" "))
 	}
 }

@@ -35,7 +35,7 @@ func TestTLS(t *testing.T) {
 
 	other := testkit.NewCA(t, "other CA")
 	wrongCert, wrongKey := other.Client(t, "intruder").WriteFiles(t, dir, "intruder")
-	res = runCmd(t, "", "--addr", r.Addr, "--tls-ca", ca, "--tls-cert", wrongCert, "--tls-key", wrongKey, "--guid", guid, "--timeout", "5")
+	res = runCmd(t, "", "--addr", r.Addr, "--tls-ca", ca, "--tls-cert", wrongCert, "--tls-key", wrongKey, "--guid", guid, "--answer-timeout", "5")
 	assert.Equal(t, res.code, exitFailed, res.stdout)
 	assert.Equal(t, len(r.Frames()), 7, "nothing more reached the relay")
 

@@ -37,8 +37,8 @@ func main() { batchcmd.Main("resolve", run) }
 func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writer) (*batch.Summary, error) {
 	core := c.AddCoreFlags()
 	var minAge, staleSent time.Duration
-	cliflag.SecondsVar(c.Flags, &minAge, "min-age", 0, "only UNKNOWN rows last updated at least this many seconds ago (required)")
-	cliflag.SecondsVar(c.Flags, &staleSent, "stale-sent", 600*time.Second, "also settle SENT rows last updated at least this many seconds ago (0: off)")
+	cliflag.SecondsVar(c.Flags, &minAge, "min-age", 0, "only UNKNOWN rows last updated at least this many `seconds` ago (required)")
+	cliflag.SecondsVar(c.Flags, &staleSent, "stale-sent", 600*time.Second, "also settle SENT rows last updated at least this many `seconds` ago (0: off)")
 	guids := c.Flags.String("guid", "", "only the rows of these `GUIDs` (comma-separated)")
 	if err := c.Parse(args, stdout); err != nil {
 		return nil, err

@@ -2,7 +2,7 @@
 // poking at by hand: the core simulator (internal/coresim) and the relay in
 // front of it, with a ledger.
 //
-//	sandbox [--relay ADDR] [--core ADDR] [--db PATH] [--timeout SECONDS] [--delay SECONDS] [--metrics-addr ADDR] [--log-level LEVEL]
+//	sandbox [--relay ADDR] [--core-listen ADDR] [--db PATH] [--timeout SECONDS] [--delay SECONDS] [--metrics-addr ADDR] [--log-level LEVEL]
 //
 // By default the core listens on 127.0.0.1:9201 and the relay on
 // 127.0.0.1:9200, the ports every example in the docs uses. The ledger is a
@@ -61,7 +61,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.SetOutput(io.Discard)
 	var o options
 	fs.StringVar(&o.relayAddr, "relay", "127.0.0.1:9200", "`host:port` the relay listens on for channels")
-	fs.StringVar(&o.coreAddr, "core", "127.0.0.1:9201", "`host:port` the core simulator listens on")
+	fs.StringVar(&o.coreAddr, "core-listen", "127.0.0.1:9201", "`host:port` the core simulator listens on (not --core: that is a core's URL for the commands that call one)")
 	fs.StringVar(&o.db, "db", "", "ledger `file` (default: a new file in a temporary directory, removed at exit)")
 	cliflag.PositiveSecondsVar(fs, &o.timeout, "timeout", 2*time.Second, "relay's core call timeout in `seconds`")
 	cliflag.SecondsVar(fs, &o.delay, "delay", coresim.DefaultDelay, "`seconds` the core waits on a SLOW memo before posting")
@@ -70,7 +70,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	if err := cliflag.Parse(fs, args, usage, "usage: sandbox [options]\n\nRuns the core simulator and the relay in one process.\n\n"); err != nil {
 		return o, err
 	}
-	for _, a := range []struct{ name, v string }{{"relay", o.relayAddr}, {"core", o.coreAddr}, {"metrics-addr", o.metrics}} {
+	for _, a := range []struct{ name, v string }{{"relay", o.relayAddr}, {"core-listen", o.coreAddr}, {"metrics-addr", o.metrics}} {
 		if a.v == "" && a.name == "metrics-addr" {
 			continue
 		}
@@ -111,7 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	coreLn, err := net.Listen("tcp", o.coreAddr)
 	if err != nil {
-		return app.Report(stderr, "sandbox", app.Badf("--core %s: %w", o.coreAddr, err))
+		return app.Report(stderr, "sandbox", app.Badf("--core-listen %s: %w", o.coreAddr, err))
 	}
 	coreSrv := &http.Server{
 		Handler:           coresim.New(coresim.Config{Delay: delay}),

@@ -44,7 +44,7 @@ func TestSandbox(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the default ledger's directory goes here
 	go func() {
-		exit <- run(ctx, []string{"--relay", "127.0.0.1:0", "--core", "127.0.0.1:0"}, outW, &stderr)
+		exit <- run(ctx, []string{"--relay", "127.0.0.1:0", "--core-listen", "127.0.0.1:0"}, outW, &stderr)
 		outW.Close()
 	}()
 	lines := bufio.NewScanner(outR)
