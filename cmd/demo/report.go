@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 )
@@ -174,9 +175,9 @@ func (r *report) writeJSON(out io.Writer) error {
 
 func (r *report) writeText(out io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "LH-STD relay demo. In this process, on 127.0.0.1: the core simulator (a SLOW memo waits %s),\n", slowDelay)
+	fmt.Fprintf(&b, "LH-STD relay demo. In this process, on 127.0.0.1: the core simulator (a %s memo waits %s),\n", coresim.MemoSlow, slowDelay)
 	fmt.Fprintf(&b, "the relay (--timeout %s, SQLite ledger) and a second relay on the same ledger whose core is down.\n", relayTimeout)
-	fmt.Fprintf(&b, "Real frames over TCP. Transfers go from the LHB account shown to KBK %s.\n", acctOther)
+	fmt.Fprintf(&b, "Real frames over TCP. Transfers go from the %s account shown to %s %s.\n", bankOursCore, bankOtherCore, acctOther)
 	fmt.Fprintf(&b, "ANSWER: the code and its meaning (for a batch step, the row's code afterwards). CORE: POSTs\n")
 	fmt.Fprintf(&b, "for the GUID that reached the core. LEDGER: the GUID's row, state/attempts.\n\n")
 
@@ -210,7 +211,7 @@ func (r *report) writeText(out io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(&b, "\nCore (its own statistics: POST /v1/transfers received, transfers posted):\n")
+	fmt.Fprintf(&b, "\nCore (its own statistics: %s %s received, transfers posted):\n", transferTx.Method, transferTx.Path)
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  GUID\tCALLS\tPOSTED")
 	for _, c := range r.Core {

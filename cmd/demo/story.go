@@ -5,43 +5,98 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"lhrelay/internal/batch"
 	"lhrelay/internal/channel"
+	"lhrelay/internal/coresim"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 )
 
-// The simulated core's accounts (SPEC §8) and the ones the story uses.
-const (
-	acctRich    = "11002003004005" // LHB, balance 1,000,000
-	acctEmpty   = "11002003004006" // LHB, balance 0
-	acctWealthy = "11002003004007" // LHB, balance 100,000,000
-	acctMissing = "11002003009999" // no such account
-	acctOther   = "22003004005006" // at another bank (KBK): not credited by this core
-	// txUnregistered is a TX_CODE no layout defines.
-	txUnregistered = "BKZZ9999"
-	// overLimit is over the simulator's per-transfer limit of 10,000,000.
-	overLimit = 20_000_000
-	// guidPrefix starts every GUID of the demo, so they are easy to spot.
-	guidPrefix = "dec0de"
-	// bankLHB is our bank, the channels' sending institution.
-	bankLHB = generated.DefaultSrcOrg
-)
-
-// The transactions the story sends, from the registry: a transfer (one
-// that posts, settled by a lookup) and a balance inquiry (a read).
+// The accounts the story uses: the simulator's built-in ones
+// (coresim.DefaultAccounts, SPEC §8), each picked by what the story needs
+// of it, and two of the demo's own.
 var (
-	txTransfer = channel.FirstSettledBy(generated.SettleByLookup).Code
-	txInquiry  = channel.FirstSettledBy(generated.SettleAsNotPosted).Code
+	// simRich can pay every transfer of the story.
+	simRich = simAccount("funded within the transfer limit", func(a coresim.Account) bool { return a.Balance > 0 && a.Balance <= coresim.DefaultLimit })
+	// simEmpty has nothing to pay with.
+	simEmpty = simAccount("empty", func(a coresim.Account) bool { return a.Balance == 0 })
+	// simWealthy holds more than the transfer limit, so a transfer over
+	// it is refused for the limit alone.
+	simWealthy = simAccount("funded over the transfer limit", func(a coresim.Account) bool { return a.Balance > coresim.DefaultLimit })
+
+	acctRich, acctEmpty, acctWealthy = simRich.Acct, simEmpty.Acct, simWealthy.Acct
+	// acctMissing is an account number of our bank the simulator does
+	// not hold.
+	acctMissing = missingAccount(simRich)
+	// acctOther is the deposit account, at another bank: the simulator
+	// credits only its own accounts, so this one is never touched.
+	acctOther = "22003004005006"
 )
 
-// bankKBK is the wire code of the other bank the transfers credit, from
-// the BANK code map.
-var bankKBK = wireBank("KBK")
+// guidPrefix starts every GUID of the demo, so they are easy to spot.
+const guidPrefix = "dec0de"
+
+// txUnregistered is a TX_CODE no layout defines.
+var txUnregistered = channel.UnregisteredTxCode()
+
+// overLimit is over the simulator's per-transfer limit.
+const overLimit = 2 * coresim.DefaultLimit
+
+// The banks: ours is the one holding the simulator's accounts; the other
+// is the first bank of the BANK code map that is not ours. Both as wire
+// codes (the frames) and as the core's ids (the report).
+var (
+	bankOursCore  = simRich.Bank
+	bankOurs      = wireBank(bankOursCore)
+	bankOther     = otherBank(bankOurs)
+	bankOtherCore = coreBank(bankOther)
+)
+
+// The transactions the story sends, from the generated layouts' own types
+// (their fields are set by name, so a layout that changes them breaks the
+// build here, not the story): a transfer (one that posts, settled by a
+// lookup) and a balance inquiry (a read).
+var (
+	txTransfer = new(generated.BKTR0001Request).TxCode()
+	txInquiry  = new(generated.BKIQ0001Request).TxCode()
+	// transferTx is the transfer's registration: its core call and lookup,
+	// which the report names.
+	transferTx, _ = generated.LookupTransaction(txTransfer)
+)
+
+// lookupShown is the transfer's lookup as the report shows it: the method
+// and the path up to its last segment, the GUID's, elided.
+func lookupShown() string {
+	p := transferTx.LookupPath
+	return http.MethodGet + " " + p[:strings.LastIndex(p, "/")+1] + "…"
+}
+
+// simAccount is the first built-in account of the simulator that fits.
+func simAccount(what string, fits func(coresim.Account) bool) coresim.Account {
+	for _, a := range coresim.DefaultAccounts() {
+		if fits(a) {
+			return a
+		}
+	}
+	panic("coresim.DefaultAccounts has no account " + what)
+}
+
+// missingAccount is an account number at a's bank that the simulator does
+// not hold: a's with its last four digits 9999.
+func missingAccount(a coresim.Account) string {
+	acct := a.Acct[:len(a.Acct)-4] + "9999"
+	for _, b := range coresim.DefaultAccounts() {
+		if b.Bank == a.Bank && b.Acct == acct {
+			panic("coresim.DefaultAccounts holds " + acct)
+		}
+	}
+	return acct
+}
 
 // wireBank is the wire code the BANK code map gives the core's bank id.
 func wireBank(core string) string {
@@ -50,6 +105,35 @@ func wireBank(core string) string {
 		panic("layouts/BANK.codemap has no bank " + core)
 	}
 	return code
+}
+
+// coreBank is the core's id of a BANK wire code.
+func coreBank(wire string) string {
+	core, ok := generated.BankToCore(wire)
+	if !ok {
+		panic("layouts/BANK.codemap has no code " + wire)
+	}
+	return core
+}
+
+// otherBank is the first BANK wire code that is not ours.
+func otherBank(ours string) string {
+	for _, c := range generated.BankCodes() {
+		if c != ours {
+			return c
+		}
+	}
+	panic("layouts/BANK.codemap has no bank but ours")
+}
+
+// byKey is a request body's values keyed by the layout's JSON keys, the
+// form channel.BuildRequest takes.
+func byKey(body generated.RequestBody) map[string]string {
+	m := map[string]string{}
+	for _, f := range body.Fields() {
+		m[f.JSON] = f.Value
+	}
+	return m
 }
 
 // step is one row of the report.
@@ -108,8 +192,8 @@ func (w *world) story(ctx context.Context) error {
 	}{
 		{"insufficient funds", transfer{wd: acctEmpty, dp: acctOther, amount: 10_000, memo: "balance 0"}, generated.RspInsufficientFunds},
 		{"unknown account", transfer{wd: acctMissing, dp: acctOther, amount: 10_000, memo: "no such account"}, generated.RspNoAccount},
-		{"over the limit", transfer{wd: acctWealthy, dp: acctOther, amount: overLimit, memo: "limit 10,000,000"}, generated.RspLimitExceeded},
-		{"core error", transfer{wd: acctRich, dp: acctOther, amount: 10_000, memo: "FAIL on purpose"}, generated.RspHTTP500},
+		{"over the limit", transfer{wd: acctWealthy, dp: acctOther, amount: overLimit, memo: "limit " + commas(coresim.DefaultLimit)}, generated.RspLimitExceeded},
+		{"core error", transfer{wd: acctRich, dp: acctOther, amount: 10_000, memo: coresim.MemoFail + " on purpose"}, generated.RspHTTP500},
 	} {
 		if _, err := w.sendTransfer(ctx, c.name, demoGUID(2+i), c.t, expect{c.want, ledger.StateDone, 1, 1}); err != nil {
 			return err
@@ -138,11 +222,11 @@ func (w *world) story(ctx context.Context) error {
 
 	// 8. A balance inquiry: a GET to the core, no POST.
 	g8 := demoGUID(8)
-	inquiry, err := channel.BuildRequest(txInquiry, g8, map[string]string{"bank": bankLHB, "acct": acctRich}, time.Now())
+	inquiry, err := channel.BuildRequest(txInquiry, g8, byKey(&generated.BKIQ0001Request{Bank: bankOurs, Acct: acctRich}), time.Now())
 	if err != nil {
 		return err
 	}
-	if _, err := w.sendRaw(ctx, "balance inquiry", g8, fmt.Sprintf("%s %s %s", txInquiry, bankLHB, acctRich), inquiry, expect{generated.RspHTTP200, ledger.StateDone, 1, 0}); err != nil {
+	if _, err := w.sendRaw(ctx, "balance inquiry", g8, fmt.Sprintf("%s %s %s", txInquiry, bankOurs, acctRich), inquiry, expect{generated.RspHTTP200, ledger.StateDone, 1, 0}); err != nil {
 		return err
 	}
 
@@ -171,7 +255,7 @@ func (w *world) story(ctx context.Context) error {
 // settles the row; the retry gets the posted answer.
 func (w *world) slowStory(ctx context.Context) error {
 	g := demoGUID(11)
-	slow := transfer{wd: acctRich, dp: acctOther, amount: 70_000, memo: "SLOW core"}
+	slow := transfer{wd: acctRich, dp: acctOther, amount: 70_000, memo: coresim.MemoSlow + " core"}
 	frame, err := transferFrame(g, slow)
 	if err != nil {
 		return err
@@ -225,7 +309,7 @@ func (w *world) slowStory(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("resolve: %w", err)
 	}
-	w.batchStep("core posted it: resolve", "batch.Resolve (GET /v1/transfers/…)", g, sum,
+	w.batchStep("core posted it: resolve", "batch.Resolve ("+lookupShown()+")", g, sum,
 		expect{generated.RspHTTP200, ledger.StateDone, 1, 1})
 
 	return w.replay(ctx, "retry after resolve", g, slow, nil, "answer built by resolve, core not called", expect{generated.RspHTTP200, ledger.StateDone, 1, 1})
@@ -262,7 +346,7 @@ func (w *world) downStory(ctx context.Context) error {
 	return w.replay(ctx, "retry after reprocess", g, t, nil, "stored answer, core not called", expect{generated.RspHTTP200, ledger.StateDone, 2, 1})
 }
 
-// transfer is a BKTR0001 request from our bank.
+// transfer is a transfer from our bank to the other one.
 type transfer struct {
 	wd, dp string
 	amount int64
@@ -270,11 +354,7 @@ type transfer struct {
 }
 
 func (t transfer) fields() map[string]string {
-	return map[string]string{
-		"wdBank": bankLHB, "wdAcct": t.wd,
-		"dpBank": bankKBK, "dpAcct": t.dp,
-		"amount": strconv.FormatInt(t.amount, 10), "memo": t.memo,
-	}
+	return byKey(&generated.BKTR0001Request{WdBank: bankOurs, WdAcct: t.wd, DpBank: bankOther, DpAcct: t.dp, Amount: t.amount, Memo: t.memo})
 }
 
 // String describes the transfer for the table. The deposit account is the
@@ -312,7 +392,7 @@ func badAmountFrame(guid string, t transfer) ([]byte, error) {
 
 // unregisteredFrame is a well-formed frame whose TX_CODE no layout
 // defines: t's frame with another code in its header. (AppendFrame itself
-// refuses to put a BKTR0001 body in such a frame.)
+// refuses to put a transfer's body in such a frame.)
 func unregisteredFrame(guid string, t transfer) ([]byte, error) {
 	frame, err := transferFrame(guid, t)
 	if err != nil {
@@ -416,12 +496,11 @@ func answerNote(a channel.Answer) string {
 	if a.Body == nil {
 		return ""
 	}
-	for _, f := range a.Body.Fields() {
-		if f.JSON == "balance" {
-			if n, err := strconv.ParseInt(f.Value, 10, 64); err == nil {
-				return "balance " + commas(n)
-			}
-		}
+	switch b := a.Body.(type) {
+	case *generated.BKTR0001Response:
+		return "balance " + commas(b.Balance)
+	case *generated.BKIQ0001Response:
+		return "balance " + commas(b.Balance)
 	}
 	return ""
 }

@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
+	"lhrelay/internal/channel"
 	"lhrelay/internal/fixedwidth"
 	"lhrelay/internal/generated"
 )
@@ -53,7 +53,7 @@ func spoil(frame []byte, code generated.RspCode) ([]byte, error) {
 	body := frame[generated.HeaderLen:]
 	switch code {
 	case generated.RspUnknownTx:
-		h.TxCode = unregisteredCode(len(h.TxCode))
+		h.TxCode = channel.UnregisteredTxCode()
 	case generated.RspBadFrame:
 		body = body[:len(body)-1]
 	default:
@@ -63,14 +63,4 @@ func spoil(frame []byte, code generated.RspCode) ([]byte, error) {
 	out = append(out, body...)
 	fixedwidth.AppendNumber(out[:0], int64(len(out)-generated.PrefixLen), generated.PrefixLen)
 	return out, nil
-}
-
-// unregisteredCode is a TX_CODE of width letters that no layout registers.
-func unregisteredCode(width int) string {
-	for c := 'Z'; ; c-- {
-		code := strings.Repeat(string(c), width)
-		if _, ok := generated.LookupTransaction(code); !ok {
-			return code
-		}
-	}
 }

@@ -64,7 +64,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.StringVar(&o.coreAddr, "core-listen", "127.0.0.1:9201", "`host:port` the core simulator listens on (not --core: that is a core's URL for the commands that call one)")
 	fs.StringVar(&o.db, "db", "", "ledger `file` (default: a new file in a temporary directory, removed at exit)")
 	cliflag.PositiveSecondsVar(fs, &o.timeout, "timeout", 2*time.Second, "relay's core call timeout in `seconds`")
-	cliflag.SecondsVar(fs, &o.delay, "delay", coresim.DefaultDelay, "`seconds` the core waits on a SLOW memo before posting")
+	cliflag.SecondsVar(fs, &o.delay, "delay", coresim.DefaultDelay, "`seconds` the core waits on a "+coresim.MemoSlow+" memo before posting")
 	fs.StringVar(&o.metrics, "metrics-addr", "", "`host:port` serving the relay's /metrics, /healthz and /readyz (default off)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	if err := cliflag.Parse(fs, args, usage, "usage: sandbox [options]\n\nRuns the core simulator and the relay in one process.\n\n"); err != nil {
@@ -151,8 +151,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "\ntry, from another terminal:\n\n")
 	fmt.Fprintf(stdout, "  go run ./cmd/lhsend --addr %s --tx %s\n\n", relayAddr, channel.FirstSettledBy(generated.SettleByLookup).Code)
 	fmt.Fprintf(stdout, "lhsend fills the fields the layout gives defaults (each has a flag, see lhsend -h) and picks a fresh GUID; the same line with --guid set to the GUID it printed replays the stored answer.\n"+
-		"A memo starting with SLOW answers %s and posts anyway; FAIL answers %s; an amount over the limit answers %s.\nCtrl-C stops.\n",
-		generated.RspReadTimeout, generated.RspHTTP500, generated.RspLimitExceeded)
+		"A memo starting with %s answers %s and posts anyway; %s answers %s; an amount over the limit answers %s.\nCtrl-C stops.\n",
+		coresim.MemoSlow, generated.RspReadTimeout, coresim.MemoFail, generated.RspHTTP500, generated.RspLimitExceeded)
 	fmt.Fprintf(stdout, "\nthe ledger, from another terminal: go run ./cmd/ledger stats --db %s (or list, show GUID)%s\n", dbPath, removedAtExit(o.db))
 
 	select {

@@ -10,7 +10,7 @@
 //
 // The relay's end-to-end tests, the demo and the load benchmark use it:
 //
-//	frame, err := channel.BuildRequest("BKTR0001", channel.NewGUID(), fields, time.Now())
+//	frame, err := channel.BuildRequest(generated.ClientDefault().Code, channel.NewGUID(), fields, time.Now())
 //	conn, err := channel.Dial(ctx, "127.0.0.1:9200", 5*time.Second)
 //	answer, err := conn.Send(frame)
 //	a, err := channel.Decode(answer) // a.Code, a.Header, a.Body

@@ -36,9 +36,9 @@ func ValidGUID(s string) bool {
 }
 
 // Request is one request frame to build. Fields holds the body's values in
-// text form keyed by the layout's JSON keys (e.g. "wdAcct"); numeric fields
-// are decimal integers, code fields either the wire code ("081") or the
-// core's id ("LHB"). Every field of the layout must be present: use
+// text form keyed by the layout's JSON keys (generated.FieldSpec.JSON);
+// numeric fields are decimal integers, code fields either the code map's
+// wire code or the core's id. Every field of the layout must be present: use
 // WithDefaults to fill the ones a caller does not care about.
 type Request struct {
 	Tx     string // TX_CODE of a registered transaction; generated.ClientDefault when empty
@@ -156,6 +156,19 @@ func TxCodes() []string {
 		codes = append(codes, tx.Code)
 	}
 	return codes
+}
+
+// UnregisteredTxCode is a TX_CODE as wide as the registered ones that no
+// layout registers (Z's, or the first letter down from Z that is free),
+// for a frame the relay must refuse as an unknown transaction.
+func UnregisteredTxCode() string {
+	width := len(generated.ClientDefault().Code)
+	for c := 'Z'; ; c-- {
+		code := strings.Repeat(string(c), width)
+		if _, ok := generated.LookupTransaction(code); !ok {
+			return code
+		}
+	}
 }
 
 // FirstSettledBy is the first registered transaction whose unknown outcome

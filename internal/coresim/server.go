@@ -20,6 +20,15 @@ const (
 	DefaultLimit = 10_000_000
 )
 
+// The memo prefixes that steer a transfer (SPEC §8), for a demo or a test
+// that wants one on purpose.
+const (
+	// MemoFail: answered 500, nothing posted.
+	MemoFail = "FAIL"
+	// MemoSlow: posted after Config.Delay, whether or not the caller waits.
+	MemoSlow = "SLOW"
+)
+
 // Config configures a Server. The zero value is the simulator of SPEC §8.
 type Config struct {
 	// Delay is how long a transfer whose memo starts with "SLOW" waits before
@@ -337,11 +346,11 @@ func (s *Server) postTransfer(w http.ResponseWriter, r *http.Request) {
 	case FaultDelay:
 		time.Sleep(f.delay) // not watching the caller: see SLOW below
 	}
-	if strings.HasPrefix(req.Memo, "FAIL") {
+	if strings.HasPrefix(req.Memo, MemoFail) {
 		writeError(w, http.StatusInternalServerError, "simulated core failure (memo FAIL)")
 		return
 	}
-	if strings.HasPrefix(req.Memo, "SLOW") && s.delay > 0 {
+	if strings.HasPrefix(req.Memo, MemoSlow) && s.delay > 0 {
 		// Deliberately not watching r.Context(): a real core that has the
 		// request keeps going when the caller hangs up, and that is exactly the
 		// case (E901, settle by inquiry) this memo exists to produce.
