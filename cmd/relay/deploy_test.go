@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,4 +214,100 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	assert.NilError(t, err, "relay.env: %v", args)
 	assert.Equal(t, o.db, "/var/lib/lhrelay/relay.db")
 	assert.Equal(t, o.addr, "127.0.0.1:9200", "the shipped settings expose nothing until the operator chooses how")
+}
+
+// TestREADMEInstallSteps runs the README's "Installing the service" steps
+// literally, as root, in a private mount namespace: /etc and
+// /usr/local/lib are copies there and bin/ a scratch directory, so the
+// host is left as it was. Only the lines that need a running systemd
+// (systemctl, systemd-analyze security) are left out. Then every unit and
+// timer as installed, with the binaries where the steps put them, must
+// pass systemd-analyze verify without a word, and the service's user must
+// be able to read its settings but not change them.
+func TestREADMEInstallSteps(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: the install steps are not run")
+	}
+	for _, tool := range []string{"unshare", "mount", "useradd", "setpriv", "systemd-analyze"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed: the install steps are not run", tool)
+		}
+	}
+	readme, err := os.ReadFile("../../README.md")
+	assert.NilError(t, err)
+	steps := installSteps(t, string(readme))
+	root, err := filepath.Abs("../..")
+	assert.NilError(t, err)
+
+	tmp := t.TempDir()
+	shim := filepath.Join(tmp, "shim")
+	assert.NilError(t, os.Mkdir(shim, 0o755))
+	// Root already: sudo runs the command as it is.
+	assert.NilError(t, os.WriteFile(filepath.Join(shim, "sudo"), []byte("#!/bin/sh\nexec \"$@\"\n"), 0o755))
+	_, statErr := os.Stat(filepath.Join(root, "bin"))
+	if os.IsNotExist(statErr) {
+		assert.NilError(t, os.Mkdir(filepath.Join(root, "bin"), 0o755))
+		t.Cleanup(func() { os.Remove(filepath.Join(root, "bin")) })
+	}
+	script := `set -eu
+tmp=$1
+cp -a /etc "$tmp/etc" && mount --bind "$tmp/etc" /etc
+cp -a /usr/local/lib "$tmp/lib" && mount --bind "$tmp/lib" /usr/local/lib
+rm -f /etc/systemd/system/lhrelay*
+mount -t tmpfs tmpfs bin
+export PATH="$tmp/shim:$PATH"
+` + strings.Join(steps, "\n") + `
+echo "== installed"
+ls /etc/systemd/system/lhrelay* | wc -l
+systemd-analyze verify /etc/systemd/system/lhrelay*.service /etc/systemd/system/lhrelay*.timer 2>&1
+echo "== verified"
+setpriv --reuid=lhrelay --regid=lhrelay --init-groups cat /etc/lhrelay/relay.env >/dev/null
+if setpriv --reuid=lhrelay --regid=lhrelay --init-groups sh -c ': >> /etc/lhrelay/relay.env' 2>/dev/null; then echo "the service can change its settings"; exit 1; fi
+stat -c '%n %a %U:%G' /etc/lhrelay /etc/lhrelay/relay.env /usr/local/lib/lhrelay/bin /usr/local/lib/lhrelay/bin/relay
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", tmp)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	assert.NilError(t, err, string(out))
+	text := string(out)
+	installed, verified, ok := strings.Cut(text, "== installed\n")
+	assert.Assert(t, ok, text)
+	t.Logf("install steps run:\n%s\n%s", strings.Join(steps, "\n"), installed)
+	shipped, err := filepath.Glob(filepath.Join(deployDir, "systemd", "lhrelay*"))
+	assert.NilError(t, err)
+	count, verified, _ := strings.Cut(verified, "\n")
+	assert.Equal(t, count, strconv.Itoa(len(shipped)), "every unit and timer shipped is installed")
+	verify, stats, ok := strings.Cut(verified, "== verified\n")
+	assert.Assert(t, ok, text)
+	assert.Equal(t, strings.TrimSpace(verify), "", "systemd-analyze verify of the installed units")
+	assert.Equal(t, stats, "/etc/lhrelay 750 root:lhrelay\n/etc/lhrelay/relay.env 640 root:lhrelay\n/usr/local/lib/lhrelay/bin 755 root:root\n/usr/local/lib/lhrelay/bin/relay 755 root:root\n")
+}
+
+// installSteps are the commands of the README's first code block under
+// "### Installing the service", but for those that need a running
+// systemd: systemctl and systemd-analyze security. Every unit that
+// directory ships must be among the files they install.
+func installSteps(t *testing.T, readme string) []string {
+	t.Helper()
+	_, section, ok := strings.Cut(readme, "\n### Installing the service\n")
+	assert.Assert(t, ok, "README has no section Installing the service")
+	var steps []string
+	in := false
+	for _, line := range strings.Split(section, "\n") {
+		cmd, indented := strings.CutPrefix(line, "    ")
+		switch {
+		case indented && strings.TrimSpace(cmd) != "":
+			in = true
+			if strings.HasPrefix(cmd, "sudo systemctl ") || strings.HasPrefix(cmd, "systemd-analyze security") {
+				continue
+			}
+			steps = append(steps, cmd)
+		case in && line != "":
+			return steps
+		}
+	}
+	assert.Assert(t, len(steps) > 0)
+	return steps
 }
