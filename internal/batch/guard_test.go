@@ -9,19 +9,10 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/wire"
 )
-
-// clientAt is a client of c's server with path appended to its URL: a
-// base URL with a path the core does not serve (a typo in --core).
-func (c *core) clientAt(t *testing.T, path string) *corecall.Client {
-	cl, err := corecall.New(corecall.Config{BaseURL: c.srv.URL + path, Timeout: 2 * time.Second})
-	assert.NilError(t, err)
-	return cl
-}
 
 // TestResolveWrongPathNewLedger: a ledger holding no posted transfer, and
 // resolve given a --core with a wrong path: every lookup answers 404, and

@@ -51,8 +51,17 @@ func newCore(t *testing.T) *core {
 	return c
 }
 
-func (c *core) client(t *testing.T) *corecall.Client {
-	cl, err := corecall.New(corecall.Config{BaseURL: c.srv.URL, Timeout: 2 * time.Second})
+func (c *core) client(t *testing.T) *corecall.Client { return clientOf(t, c.srv.URL) }
+
+// clientAt is a client of c's server with path appended to its URL: a
+// base URL with a path the core does not serve (a typo in --core).
+func (c *core) clientAt(t *testing.T, path string) *corecall.Client {
+	return clientOf(t, c.srv.URL+path)
+}
+
+// clientOf is a core client of url.
+func clientOf(t *testing.T, url string) *corecall.Client {
+	cl, err := corecall.New(corecall.Config{BaseURL: url, Timeout: 2 * time.Second})
 	assert.NilError(t, err)
 	return cl
 }
@@ -68,11 +77,7 @@ func (c *core) post(t *testing.T, tl *testLedger, guid string) {
 }
 
 // closedCore is a core client of a URL on which nothing listens.
-func closedCore(t *testing.T) *corecall.Client {
-	cl, err := corecall.New(corecall.Config{BaseURL: testkit.ClosedURL(t), Timeout: time.Second})
-	assert.NilError(t, err)
-	return cl
-}
+func closedCore(t *testing.T) *corecall.Client { return clientOf(t, testkit.ClosedURL(t)) }
 
 func TestResolveSelectionAndOutcomes(t *testing.T) {
 	eachStore(t, testResolveSelectionAndOutcomes)
