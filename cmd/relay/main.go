@@ -78,7 +78,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -219,10 +218,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	hup, stopHUP := notifyHUP() // before anything slow
 	defer stopHUP()
 	o, err := parseArgs(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
+	if err != nil { // -h and --version too: Report says nothing and returns 0
 		return app.Report(stderr, "relay", app.Bad(err))
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)

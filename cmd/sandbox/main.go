@@ -24,7 +24,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -86,10 +85,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseArgs(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
+	if err != nil { // -h and --version too: Report says nothing and returns 0
 		return app.Report(stderr, "sandbox", app.Bad(err))
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
