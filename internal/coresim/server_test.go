@@ -426,16 +426,19 @@ func TestConcurrentDebits(t *testing.T) {
 }
 
 // TestSlowPostsAfterCallerLeft: a SLOW transfer is posted after the delay even
-// though the caller timed out long before.
+// though the caller timed out long before. The caller waits long enough
+// for its request to arrive on a loaded machine (a 20 ms wait once gave
+// up before the request was read), and the delay is twice that.
 func TestSlowPostsAfterCallerLeft(t *testing.T) {
-	const delay = 300 * time.Millisecond
+	const wait = time.Second
+	const delay = 2 * wait
 	sim, url := start(t, coresim.Config{Delay: delay})
 	g := guid(1)
 	body, err := json.Marshal(transfer(g, 1000, "SLOW rent"))
 	assert.NilError(t, err)
 
 	begin := time.Now()
-	client := &http.Client{Timeout: 20 * time.Millisecond}
+	client := &http.Client{Timeout: wait}
 	req, err := http.NewRequest(http.MethodPost, url+"/v1/transfers", bytes.NewReader(body))
 	assert.NilError(t, err)
 	req.Header.Set("X-GUID", g)
