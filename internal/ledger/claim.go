@@ -43,6 +43,11 @@ WHERE guid = ? AND state = ?`
 	sqlTransitionOfClaim = sqlTransition + ` AND attempts = ?`
 	sqlRowBeforeOfClaim  = sqlRowBefore + ` AND attempts = ?`
 
+	// The transition of one claim's row whose rsp_code is still the empty
+	// one the claim's INSERT wrote: when it changes the row, the before
+	// state is known without reading it (dialect.readsBefore).
+	sqlTransitionOfFreshClaim = sqlTransitionOfClaim + ` AND rsp_code = ''`
+
 	sqlStateAttemptsOf = `SELECT state, attempts FROM tx WHERE guid = ?`
 
 	sqlOutcomeOf = `SELECT state, rsp_code, response FROM tx WHERE guid = ?`
@@ -454,6 +459,20 @@ func claimTransitionOp(d *dialect, guid string, from State, attempts int, o Outc
 			n   int64
 			err error
 		)
+		if d.readsBefore && attempts > 0 {
+			// Most often the row is as the claim left it (SENT, these
+			// attempts, no response code): then one conditional UPDATE
+			// that requires exactly that both changes it and proves the
+			// entry's before state, and the read costs nothing. It
+			// writes nothing otherwise, and the read below decides.
+			n, err = tx.changeOne(sqlTransitionOfFreshClaim, args, entry(nullInt{Int64: int64(attempts), Valid: true}, nullString{Valid: true}))
+			if err != nil {
+				return fmt.Errorf("update: %w", err)
+			}
+			if n == 1 {
+				return nil
+			}
+		}
 		if d.readsBefore {
 			var read struct {
 				a      nullInt
