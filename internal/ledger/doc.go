@@ -100,6 +100,14 @@
 // working on. The writer itself never runs a caller's context: an
 // interrupted statement would abort everybody's transaction.
 //
+// The writer talks to its connection through the driver itself
+// (sqliteWriter, inside the one sql.Conn.Raw call its goroutine runs in),
+// with every statement prepared once for the Ledger's life: database/sql's
+// pool locks, contexts, argument slices and result wrappers buy nothing
+// for one connection that one goroutine uses, and cost a transfer about
+// eight allocations and a fifth of the writer's CPU (BenchmarkClaimFinish,
+// sqlite, 64 channels: 44 → 36 allocations).
+//
 // Reads (Get, List, Stats, a dry-run PurgeDone) use a separate pool of
 // read-only (query_only) connections (WithReadConns, default 4) and see
 // every committed write.
@@ -233,7 +241,11 @@
 // statement runner for the history's own upkeep, refuses to write tx). The
 // rsp_code before a transition comes from the row itself, in the same
 // statement: the UPDATE sets tx.prev_rsp_code to it (SET sees the row as it
-// was) and returns it, under the row's lock on either store. History rows
+// was) and returns it, under the row's lock. On SQLite, where RETURNING
+// costs a temporary table, the outcome of a claim is first tried as an
+// UPDATE that also requires the rsp_code the claim left (empty): when it
+// changes the row, that condition is the before state; otherwise the row
+// is read first, under the writer's lock, and then changed. History rows
 // are inserted by statements whose text does not depend on the batch's
 // size (one cached single-row INSERT per entry on SQLite, one unnest of
 // arrays on PostgreSQL), so they are prepared once.

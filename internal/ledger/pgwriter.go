@@ -357,7 +357,7 @@ func (r *roundStmts) changeOne(q string, args []any, p pending) (int64, error) {
 	if req.err != nil {
 		return 0, req.err
 	}
-	return recordOne(func() (int64, error) { return req.n, nil }, r.o, p)
+	return recordOne(req.n, r.o, p)
 }
 
 func (r *roundStmts) note(p pending) { r.o.entries = append(r.o.entries, p) }

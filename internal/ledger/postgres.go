@@ -382,7 +382,7 @@ func (t *pgStmts) changeOne(q string, args []any, p pending) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return recordOne(func() (int64, error) { return tag.RowsAffected(), nil }, t.o, p)
+	return recordOne(tag.RowsAffected(), t.o, p)
 }
 
 func (t *pgStmts) note(p pending) { t.o.entries = append(t.o.entries, p) }

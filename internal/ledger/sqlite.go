@@ -33,9 +33,11 @@ type sqliteStore struct {
 	path string
 	cfg  config
 
-	wdb   *sql.DB   // the writer's pool, one connection
-	wconn *sql.Conn // that connection, owned by the writer goroutine
-	rdb   *sql.DB   // read pool (query_only)
+	wdb   *sql.DB       // the writer's pool, one connection
+	wconn *sql.Conn     // that connection, owned by the writer goroutine
+	w     *sqliteWriter // the driver's connection under wconn, while the writer runs
+	wErr  error         // why there is none (never, with this package's driver)
+	rdb   *sql.DB       // read pool (query_only)
 
 	queue      // the writer's
 	writerDone chan struct{}
@@ -369,14 +371,15 @@ func (s *sqliteStore) close() error {
 	return errors.Join(errs...)
 }
 
-// sqliteTx runs an operation's statements in the writer's transaction.
+// sqliteTx runs an operation's statements in the writer's transaction,
+// on the writer's own connection (sqliteWriter).
 type sqliteTx struct {
-	tx *sql.Tx
-	o  *op // records the history entries
+	w *sqliteWriter
+	o *op // records the history entries
 }
 
 func (t sqliteTx) change(q string, args []any, entry func(scanner) (pending, error)) (int64, error) {
-	rows, err := t.tx.Query(q, args...)
+	rows, err := t.w.query(q, args)
 	if err != nil {
 		return 0, err
 	}
@@ -385,11 +388,11 @@ func (t sqliteTx) change(q string, args []any, entry func(scanner) (pending, err
 }
 
 func (t sqliteTx) changeOne(q string, args []any, p pending) (int64, error) {
-	res, err := t.tx.Exec(q, args...)
+	n, err := t.w.exec(q, args)
 	if err != nil {
 		return 0, err
 	}
-	return recordOne(res.RowsAffected, t.o, p)
+	return recordOne(n, t.o, p)
 }
 
 func (t sqliteTx) note(p pending) { t.o.entries = append(t.o.entries, p) }
@@ -398,15 +401,11 @@ func (t sqliteTx) exec(q string, args ...any) (int64, error) {
 	if err := notTxWrite(q); err != nil {
 		return 0, err
 	}
-	res, err := t.tx.Exec(q, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	return t.w.exec(q, args)
 }
 
 func (t sqliteTx) queryRow(q string, args ...any) scanner {
-	return sqliteRow{t.tx.QueryRow(q, args...)}
+	return rawRow{t.w, q, args}
 }
 
 // rerun: the writer never runs an operation again after an unknown

@@ -109,11 +109,8 @@ func notTxWrite(q string) error {
 
 // recordOne records p for o when the statement changed one row; more than
 // one is a bug of the statement (it must name its row by key).
-func recordOne(affected func() (int64, error), o *op, p pending) (int64, error) {
-	n, err := affected()
+func recordOne(n int64, o *op, p pending) (int64, error) {
 	switch {
-	case err != nil:
-		return 0, err
 	case n > 1:
 		return n, fmt.Errorf("ledger: a statement meant to change one row changed %d", n)
 	case n == 1:

@@ -2,11 +2,13 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/mattn/go-sqlite3"
 )
 
 // do queues o for the writer and waits for its result (queue.wait). The
@@ -125,20 +127,42 @@ func backoff(batch []*op, d time.Duration) {
 	}
 }
 
-// writer runs the SQLite store's writer loop.
+// writer runs the SQLite store's writer loop, on the driver's own
+// connection (sqliteWriter): all of it inside the one Raw call that
+// database/sql allows the connection to be used in.
 func (s *sqliteStore) writer() {
 	defer close(s.writerDone)
-	runWriter(&s.queue, s.cfg.maxBatch, s)
+	ran := false
+	err := s.wconn.Raw(func(dc any) error {
+		c, ok := dc.(*sqlite3.SQLiteConn)
+		if !ok {
+			return fmt.Errorf("the driver's connection is a %T", dc)
+		}
+		s.w = newSQLiteWriter(c)
+		defer s.w.close()
+		ran = true
+		runWriter(&s.queue, s.cfg.maxBatch, s)
+		return nil
+	})
+	if !ran {
+		// Cannot happen with the driver this package registers; if it
+		// did, every operation fails rather than waits.
+		s.w, s.wErr = nil, fmt.Errorf("ledger: writer connection: %w", err)
+		runWriter(&s.queue, s.cfg.maxBatch, s)
+	}
 }
 
 // startBatch begins the batch's BEGIN IMMEDIATE transaction (taking the
 // write lock first) and returns the function that runs the batch in it.
 // An operation here is never tried again: every fate is done.
 func (s *sqliteStore) startBatch() func([]*op) []fate {
-	// The writer never uses a caller's context: a cancelled statement
-	// would interrupt the transaction every other op of the batch shares.
-	// Background also keeps the driver on its no-goroutine fast path.
-	tx, err := s.wconn.BeginTx(context.Background(), nil)
+	if s.w == nil {
+		return func(batch []*op) []fate {
+			failAll(batch, s.wErr)
+			return nil
+		}
+	}
+	tx, err := s.w.begin()
 	return func(batch []*op) []fate {
 		if err != nil {
 			failAll(batch, fmt.Errorf("begin: %w", err))
@@ -150,9 +174,9 @@ func (s *sqliteStore) startBatch() func([]*op) []fate {
 }
 
 // runBatch runs batch in tx and commits, and sets every op's err.
-func (s *sqliteStore) runBatch(tx *sql.Tx, batch []*op) {
+func (s *sqliteStore) runBatch(tx driver.Tx, batch []*op) {
 	for _, o := range batch {
-		err := o.runOn(sqliteTx{tx, o})
+		err := o.runOn(sqliteTx{s.w, o})
 		if err == nil || errors.Is(err, ErrStateChanged) {
 			// A refusal decided by a conditional statement that changed
 			// nothing: the op's own result, and the batch goes on.
@@ -166,13 +190,13 @@ func (s *sqliteStore) runBatch(tx *sql.Tx, batch []*op) {
 		// failure stays its own and nobody is told of a write that was
 		// undone.
 		tx.Rollback()
-		s.runEach(context.Background(), batch)
+		s.runEach(batch)
 		return
 	}
-	head, err := s.appendHistory(tx, batch...)
+	head, err := s.appendHistory(batch...)
 	if err != nil {
 		tx.Rollback()
-		s.runEach(context.Background(), batch)
+		s.runEach(batch)
 		return
 	}
 	if err := tx.Commit(); err != nil {
@@ -185,11 +209,11 @@ func (s *sqliteStore) runBatch(tx *sql.Tx, batch []*op) {
 }
 
 // appendHistory writes the history entries the ops recorded, chained after
-// the writer's head, in tx; it returns the head they lead to, which becomes
-// the writer's once tx commits (nil when there were none). The entries'
-// time is this host's clock, which on SQLite is the database's
-// (CURRENT_TIMESTAMP reads it too).
-func (s *sqliteStore) appendHistory(tx *sql.Tx, batch ...*op) (*ChainHead, error) {
+// the writer's head, in the writer's transaction; it returns the head they
+// lead to, which becomes the writer's once the transaction commits (nil
+// when there were none). The entries' time is this host's clock, which on
+// SQLite is the database's (CURRENT_TIMESTAMP reads it too).
+func (s *sqliteStore) appendHistory(batch ...*op) (*ChainHead, error) {
 	var ps []pending
 	for _, o := range batch {
 		if o.err == nil || errors.Is(o.err, ErrStateChanged) {
@@ -200,13 +224,13 @@ func (s *sqliteStore) appendHistory(tx *sql.Tx, batch ...*op) (*ChainHead, error
 		return nil, nil
 	}
 	if s.chain.isStale() {
-		if err := s.chain.reloadHead(sqliteTx{tx: tx}.queryRow); err != nil {
+		if err := s.chain.reloadHead(sqliteTx{w: s.w}.queryRow); err != nil {
 			return nil, err
 		}
 	}
 	es, head := s.chain.seal(ps, time.Now())
 	for _, q := range s.chain.statements(sqliteDialect, es, head) {
-		if _, err := tx.Exec(q.q, q.args...); err != nil {
+		if _, err := s.w.exec(q.q, q.args); err != nil {
 			return nil, fmt.Errorf("append history: %w", err)
 		}
 	}
@@ -216,22 +240,22 @@ func (s *sqliteStore) appendHistory(tx *sql.Tx, batch ...*op) (*ChainHead, error
 // runEach is the slow path after a statement failed in a batch: each op in a
 // transaction of its own. Every op's closure overwrites its results when it
 // runs, so running it again after the rollback is safe.
-func (s *sqliteStore) runEach(ctx context.Context, batch []*op) {
+func (s *sqliteStore) runEach(batch []*op) {
 	for _, o := range batch {
 		o.err = nil
-		tx, err := s.wconn.BeginTx(ctx, nil)
+		tx, err := s.w.begin()
 		if err != nil {
 			o.err = fmt.Errorf("begin: %w", err)
 			continue
 		}
-		err = o.runOn(sqliteTx{tx, o})
+		err = o.runOn(sqliteTx{s.w, o})
 		if err != nil && !errors.Is(err, ErrStateChanged) {
 			tx.Rollback()
 			o.err = err
 			continue
 		}
 		o.err = err
-		head, herr := s.appendHistory(tx, o)
+		head, herr := s.appendHistory(o)
 		if herr != nil {
 			tx.Rollback()
 			o.err = herr
