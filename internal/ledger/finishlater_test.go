@@ -188,3 +188,69 @@ func testFinishLaterFullQueue(t *testing.T, l *Ledger) {
 	assert.NilError(t, err)
 	assert.Equal(t, row.State, StateSent, "nothing was queued for it")
 }
+
+// withLinger sets how long an outcome nobody waits for waits for company.
+func withLinger(d time.Duration) Option { return func(c *config) { c.linger = d } }
+
+// TestOutcomeSharesNextClaimsCommit: with one channel, the outcome queued
+// with FinishLater waits for the channel's next claim, and both are
+// committed together: one commit for the two. (The wait is made long
+// here, so that only the claim's arrival can end it.)
+func TestOutcomeSharesNextClaimsCommit(t *testing.T) {
+	eachStore(t, testOutcomeSharesNextClaimsCommit, withLinger(time.Hour))
+}
+
+func testOutcomeSharesNextClaimsCommit(t *testing.T, l *Ledger) {
+	ctx := context.Background()
+	r1 := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	seed(t, l, r1, StateSent, "")
+	r2 := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+
+	commits := l.Commits()
+	res := later(t, l, r1.GUID, StateDone, codeOK, responseFrame(r1.GUID, codeOK))
+	select {
+	case err := <-res:
+		t.Fatalf("the outcome was committed alone (%v)", err)
+	default:
+	}
+	c, err := l.Claim(ctx, r2)
+	assert.NilError(t, err)
+	assert.Equal(t, c.Outcome, Owned)
+	assert.NilError(t, result(t, res))
+	assert.Equal(t, l.Commits()-commits, uint64(1))
+
+	row, err := l.Get(ctx, r1.GUID)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, StateDone)
+	row, err = l.Get(ctx, r2.GUID)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, StateSent)
+
+	// An operation somebody waits for never waits for company.
+	assert.NilError(t, l.Finish(ctx, r2.GUID, 1, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: responseFrame(r2.GUID, codeOK)}))
+	assert.Equal(t, l.Commits()-commits, uint64(2))
+}
+
+// TestLingerEndsAtClose: Close does not wait out an outcome's wait for
+// company; the outcome is committed.
+func TestLingerEndsAtClose(t *testing.T) {
+	eachStore(t, testLingerEndsAtClose, withLinger(time.Hour))
+}
+
+func testLingerEndsAtClose(t *testing.T, l *Ledger) {
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	seed(t, l, r, StateSent, "")
+	res := later(t, l, r.GUID, StateDone, codeOK, responseFrame(r.GUID, codeOK))
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	assert.NilError(t, result(t, res))
+	select {
+	case err := <-closed:
+		assert.NilError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the outcome's company")
+	}
+	var state string
+	assert.NilError(t, raw(t, l).QueryRow(`SELECT state FROM tx WHERE guid = ?`, []any{r.GUID}, &state))
+	assert.Equal(t, State(state), StateDone)
+}

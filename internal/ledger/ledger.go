@@ -38,6 +38,10 @@ type config struct {
 	maxBatch    int
 	readConns   int
 
+	// Both stores: how long the writer waits for company for an outcome
+	// nobody waits for (see runWriter).
+	linger time.Duration
+
 	// PostgreSQL
 	poolSize         int
 	statementTimeout time.Duration
@@ -51,7 +55,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		busyTimeout: 10 * time.Second, maxBatch: 256, readConns: 4,
+		busyTimeout: 10 * time.Second, maxBatch: 256, readConns: 4, linger: outcomeLinger,
 		poolSize: 8, statementTimeout: 10 * time.Second, lockTimeout: 5 * time.Second,
 		retryFor: 2 * time.Second, retryLaterFor: 30 * time.Second,
 	}

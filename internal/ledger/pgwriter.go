@@ -17,7 +17,7 @@ import (
 // was sent) are tried again until their deadline.
 func (s *pgStore) writer() {
 	defer close(s.writerDone)
-	runWriter(&s.queue, s.cfg.maxBatch, s)
+	runWriter(&s.queue, s.cfg.maxBatch, s.cfg.linger, s)
 }
 
 // startBatch returns runBatch: a batch takes its connection and begins its

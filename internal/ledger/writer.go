@@ -46,6 +46,12 @@ const (
 	fateRetry
 )
 
+// outcomeLinger is how long an outcome nobody waits for waits for another
+// operation to share its commit (runWriter): about two fsyncs of a
+// common disk, far longer than a channel takes to send its next frame
+// once it has its answer.
+const outcomeLinger = time.Millisecond
+
 // How long the writer waits before trying a batch again: doubling from
 // the first to the last, back to the first after a batch with nothing to
 // try again.
@@ -63,11 +69,21 @@ const (
 // woke are queued on it, and going straight on to the next batch would
 // leave them waiting while it runs inside the database driver (see the
 // package comment). With nothing else runnable it returns at once.
-func runWriter(q *queue, maxBatch int, step batchStep) {
+//
+// An outcome queued by FinishLater, which nobody waits for, that arrives
+// alone waits up to linger for another operation before its batch starts
+// (company): with one channel, the channel's next claim arrives while the
+// outcome would be committing, and waited for that commit and then for
+// its own; now both share one. No answer waits longer for it: the
+// outcome's answer was given when it was queued, the claim joins the
+// batch as soon as it arrives, and anything that waits for its result (a
+// Claim, a Finish, a Ping) ends the wait.
+func runWriter(q *queue, maxBatch int, linger time.Duration, step batchStep) {
 	buf := make([]*op, 0, maxBatch)
 	var carry []*op // to be tried again
 	wait := retryWaitFirst
 	open := true
+	var lingering *time.Timer
 	for open || len(carry) > 0 {
 		batch := append(buf[:0], carry...)
 		carry = carry[:0]
@@ -77,8 +93,15 @@ func runWriter(q *queue, maxBatch int, step batchStep) {
 			if !ok {
 				return
 			}
+			var second *op
+			if first.then != nil && linger > 0 {
+				second, open = company(q, linger, &lingering)
+			}
 			run = step.startBatch()
 			batch = take(batch, first)
+			if second != nil {
+				batch = take(batch, second)
+			}
 		} else {
 			backoff(batch, wait)
 			wait = min(2*wait, retryWaitMax)
@@ -115,6 +138,28 @@ func runWriter(q *queue, maxBatch int, step batchStep) {
 	}
 }
 
+// company waits up to d for the next queued operation; open is false if
+// the queue was shut meanwhile. t is the writer's timer, made on first use.
+func company(q *queue, d time.Duration, t **time.Timer) (next *op, open bool) {
+	select {
+	case o, ok := <-q.ops:
+		return o, ok
+	default:
+	}
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	select {
+	case o, ok := <-q.ops:
+		(*t).Stop()
+		return o, ok
+	case <-(*t).C:
+		return nil, true
+	}
+}
+
 // backoff waits before trying batch again: d, or less if an operation's
 // deadline comes first.
 func backoff(batch []*op, d time.Duration) {
@@ -141,14 +186,14 @@ func (s *sqliteStore) writer() {
 		s.w = newSQLiteWriter(c)
 		defer s.w.close()
 		ran = true
-		runWriter(&s.queue, s.cfg.maxBatch, s)
+		runWriter(&s.queue, s.cfg.maxBatch, s.cfg.linger, s)
 		return nil
 	})
 	if !ran {
 		// Cannot happen with the driver this package registers; if it
 		// did, every operation fails rather than waits.
 		s.w, s.wErr = nil, fmt.Errorf("ledger: writer connection: %w", err)
-		runWriter(&s.queue, s.cfg.maxBatch, s)
+		runWriter(&s.queue, s.cfg.maxBatch, s.cfg.linger, s)
 	}
 }
 
