@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -246,8 +247,33 @@ var postgresDialect = &dialect{
 }
 
 // dollarPlaceholders numbers the '?' of q as $1, $2, …; the statements of
-// this package hold no '?' inside a literal.
+// this package hold no '?' inside a literal. The same few statements go
+// through it for every operation, so it remembers what it numbered (up to
+// dollarKept texts; the texts are the package's own, a few dozen).
 func dollarPlaceholders(q string) string {
+	dollarMu.RLock()
+	d, ok := dollarDone[q]
+	dollarMu.RUnlock()
+	if ok {
+		return d
+	}
+	d = numberPlaceholders(q)
+	dollarMu.Lock()
+	if len(dollarDone) < dollarKept {
+		dollarDone[q] = d
+	}
+	dollarMu.Unlock()
+	return d
+}
+
+const dollarKept = 512
+
+var (
+	dollarMu   sync.RWMutex
+	dollarDone = map[string]string{}
+)
+
+func numberPlaceholders(q string) string {
 	var b strings.Builder
 	n := 0
 	for _, r := range q {
