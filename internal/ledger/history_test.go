@@ -508,3 +508,44 @@ func TestHistoryOfLateAnswersAndAbandonedClaims(t *testing.T) {
 		mustAudit(t, l)
 	})
 }
+
+// TestHistoryKeepsEveryCharacter: what an entry says is stored exactly as
+// given, whatever characters it holds (quotes, backslashes, braces, commas,
+// non-ASCII), in an entry alone and among others in one transaction, and
+// the chain still verifies.
+func TestHistoryKeepsEveryCharacter(t *testing.T) {
+	actor := Actor{Command: `re"lay\`, Host: `host {a,b}`, PID: 7, Instance: `relay-"odd"\{1}`}
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		ctx := context.Background()
+		reasons := []string{`core said "no", \ then {x,y}`, `NULL`, ``, "é\t\u2028 ,}{\"\\", `\\"\"`}
+		var rs []Request
+		for range reasons {
+			r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+			seed(t, l, r, StateSent, "")
+			rs = append(rs, r)
+		}
+		var wg sync.WaitGroup
+		for i, r := range rs {
+			why := Why{Reason: reasons[i]}
+			if why.Reason == "" {
+				why.Reason = "empty is refused: " + reasons[0]
+				reasons[i] = why.Reason
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				assert.Check(t, l.Finish(ctx, r.GUID, 1, Outcome{State: StateFailed, RspCode: codeNoConnect, Why: why}))
+			}()
+		}
+		wg.Wait()
+		for i, r := range rs {
+			es := history(t, l, r.GUID)
+			assert.Assert(t, is.Len(es, 2))
+			assert.Check(t, is.Equal(es[1].Reason, reasons[i]))
+			assert.Check(t, is.Equal(es[1].Command, actor.Command))
+			assert.Check(t, is.Equal(es[1].Host, actor.Host))
+			assert.Check(t, is.Equal(es[1].Chain, actor.Instance))
+		}
+		mustAudit(t, l)
+	}, WithActor(actor))
+}
