@@ -34,14 +34,17 @@ WHERE guid = ? AND state = 'FAILED' AND COALESCE(attempts, 0) < ? RETURNING atte
 	// (dialect.readsBefore: or sqlRowBefore reads it first).
 	sqlTransition = `UPDATE tx SET prev_rsp_code = rsp_code, state = ?, rsp_code = ?, response = ?, updated_at = CURRENT_TIMESTAMP
 WHERE guid = ? AND state = ?`
-	sqlReturnBefore = ` RETURNING attempts, prev_rsp_code`
-	sqlRowBefore    = `SELECT attempts, rsp_code FROM tx WHERE guid = ? AND state = ?`
+	sqlReturnBefore        = ` RETURNING attempts, prev_rsp_code`
+	sqlTransitionReturning = sqlTransition + sqlReturnBefore
+	sqlRowBefore           = `SELECT attempts, rsp_code FROM tx WHERE guid = ? AND state = ?`
 
 	// A transition of one claim's row: conditional on the state and on
 	// the attempts of that claim, so that an answer to an earlier attempt
 	// never lands on a later claim of the row.
 	sqlTransitionOfClaim = sqlTransition + ` AND attempts = ?`
 	sqlRowBeforeOfClaim  = sqlRowBefore + ` AND attempts = ?`
+
+	sqlTransitionOfClaimReturning = sqlTransitionOfClaim + sqlReturnBefore
 
 	// The transition of one claim's row whose rsp_code is still the empty
 	// one the claim's INSERT wrote: when it changes the row, the before
@@ -442,13 +445,13 @@ func claimTransitionOp(d *dialect, guid string, from State, attempts int, o Outc
 		return pending{guid: guid, stateBefore: from, rspBefore: before.String, stateAfter: o.State, rspAfter: o.RspCode,
 			attempts: int(a.Int64), why: o.Why}
 	}
-	q, readQ := sqlTransition, sqlRowBefore
+	q, readQ, returnQ := sqlTransition, sqlRowBefore, sqlTransitionReturning
 	// Each value is boxed once and shared by both statements; numbers go
 	// as int64, which database/sql passes on without reflection.
 	g, f := any(guid), from.arg()
 	args := []any{o.State.arg(), o.RspCode, o.Response, g, f, nil}
 	if attempts > 0 {
-		q, readQ = sqlTransitionOfClaim, sqlRowBeforeOfClaim
+		q, readQ, returnQ = sqlTransitionOfClaim, sqlRowBeforeOfClaim, sqlTransitionOfClaimReturning
 		args[5] = int64(attempts)
 	} else {
 		args = args[:5]
@@ -459,12 +462,12 @@ func claimTransitionOp(d *dialect, guid string, from State, attempts int, o Outc
 			n   int64
 			err error
 		)
-		if d.readsBefore && attempts > 0 {
+		if attempts > 0 {
 			// Most often the row is as the claim left it (SENT, these
 			// attempts, no response code): then one conditional UPDATE
 			// that requires exactly that both changes it and proves the
-			// entry's before state, and the read costs nothing. It
-			// writes nothing otherwise, and the read below decides.
+			// entry's before state, with nothing to read or return. It
+			// writes nothing otherwise, and the statements below decide.
 			n, err = tx.changeOne(sqlTransitionOfFreshClaim, args, entry(nullInt{Int64: int64(attempts), Valid: true}, nullString{Valid: true}))
 			if err != nil {
 				return fmt.Errorf("update: %w", err)
@@ -487,7 +490,7 @@ func claimTransitionOp(d *dialect, guid string, from State, attempts int, o Outc
 				n, err = tx.changeOne(q, args, entry(a, before))
 			}
 		} else {
-			n, err = tx.change(q+sqlReturnBefore, args, func(s scanner) (pending, error) {
+			n, err = tx.change(returnQ, args, func(s scanner) (pending, error) {
 				var a nullInt
 				var before nullString
 				err := s.Scan(&a, &before)

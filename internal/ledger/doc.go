@@ -251,11 +251,13 @@
 // statement runner for the history's own upkeep, refuses to write tx). The
 // rsp_code before a transition comes from the row itself, in the same
 // statement: the UPDATE sets tx.prev_rsp_code to it (SET sees the row as it
-// was) and returns it, under the row's lock. On SQLite, where RETURNING
-// costs a temporary table, the outcome of a claim is first tried as an
-// UPDATE that also requires the rsp_code the claim left (empty): when it
-// changes the row, that condition is the before state; otherwise the row
-// is read first, under the writer's lock, and then changed. History rows
+// was) and returns it, under the row's lock. The outcome of a claim is
+// first tried as an UPDATE that also requires the rsp_code the claim left
+// (empty): when it changes the row, its conditions are the before state,
+// with nothing to return (on SQLite RETURNING costs a temporary table, on
+// PostgreSQL a result to decode); when it does not, the UPDATE …
+// RETURNING runs (on SQLite: the row is read first, under the writer's
+// lock, and then changed). History rows
 // are inserted by statements whose text does not depend on the batch's
 // size (one cached single-row INSERT per entry on SQLite, one unnest of
 // arrays on PostgreSQL), so they are prepared once.
