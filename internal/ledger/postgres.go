@@ -265,7 +265,7 @@ var errNotSent = errors.New("not sent to the database")
 // do queues o for the writer and waits for its result (queue.wait); what
 // never committed is tried again for up to WithRetry's wait.
 func (s *pgStore) do(ctx context.Context, o operation) error {
-	return s.wait(ctx, &op{o: o, deadline: time.Now().Add(s.cfg.retryFor), done: make(chan struct{})})
+	return s.wait(ctx, waitedOp(o, time.Now().Add(s.cfg.retryFor)))
 }
 
 // enqueue queues o and returns; the writer calls then with its result.

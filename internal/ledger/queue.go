@@ -10,9 +10,9 @@ import (
 // An op is one write operation queued for a store's writer goroutine. Its
 // operation's run executes the statements inside the writer's transaction
 // and stores its result in variables the caller's closure captured; the
-// caller reads them only after done is closed and only if err is nil. An
-// op queued without waiting (enqueue) has no done channel: the writer
-// calls then instead.
+// caller reads them only after done has been signalled and only if err is
+// nil. An op queued without waiting (enqueue) has no done channel: the
+// writer calls then instead.
 type op struct {
 	o     operation
 	state atomic.Int32 // opQueued → opTaken (writer) or opCancelled (caller)
@@ -45,7 +45,27 @@ func (o *op) complete() {
 		o.then(o.err)
 		return
 	}
-	close(o.done)
+	o.done <- struct{}{} // its one signal: done holds one
+}
+
+// waitedOps are the ops of wait, used again: an op whose caller has had
+// its result is referenced by nobody (the writer lets go of it once it
+// has signalled done), and a claim and an outcome each needed two
+// allocations (the op and its channel) for it.
+var waitedOps = sync.Pool{New: func() any { return &op{done: make(chan struct{}, 1)} }}
+
+// waitedOp is an op for wait, from waitedOps.
+func waitedOp(o operation, deadline time.Time) *op {
+	p := waitedOps.Get().(*op)
+	p.o, p.deadline = o, deadline
+	return p
+}
+
+// recycle gives a waited op whose result its caller has back to
+// waitedOps, as new.
+func (o *op) recycle() {
+	*o = op{done: o.done}
+	waitedOps.Put(o)
 }
 
 const (
@@ -85,14 +105,17 @@ func (q *queue) wait(ctx context.Context, o *op) error {
 	}
 	select {
 	case <-o.done:
-		return o.err
 	case <-ctx.Done():
 		if o.state.CompareAndSwap(opQueued, opCancelled) {
-			return ctx.Err() // the writer will skip it: nothing was written
+			// The writer will skip it: nothing was written. The queue
+			// still holds it: it is not used again.
+			return ctx.Err()
 		}
 		<-o.done // taken: the outcome is decided, report it
-		return o.err
 	}
+	err := o.err
+	o.recycle()
+	return err
 }
 
 // send queues o. It waits only while the queue is full, and only until ctx

@@ -14,7 +14,7 @@ import (
 // do queues o for the writer and waits for its result (queue.wait). The
 // queue keeps the order of operations on one GUID.
 func (s *sqliteStore) do(ctx context.Context, o operation) error {
-	return s.wait(ctx, &op{o: o, done: make(chan struct{})})
+	return s.wait(ctx, waitedOp(o, time.Time{}))
 }
 
 // enqueue queues o for the writer and returns without waiting for it; the
