@@ -1,17 +1,15 @@
 package corecall
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"lhrelay/internal/plant"
 	"net/http"
-	"net/http/httptrace"
+	"os"
 	"time"
 
 	"lhrelay/internal/generated"
+	"lhrelay/internal/plant"
 )
 
 // Result is what came of one core call.
@@ -78,80 +76,167 @@ func (c *Client) Call(ctx context.Context, tx *generated.Transaction, guid strin
 // ends; either way an unfinished call is classified like any other failure.
 func (c *Client) Send(ctx context.Context, p *Prepared) Result {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-
-	var tr tracer
-	res := c.roundTrip(ctx, p.tx.Method, p.path, p.guid, p.body, &tr)
-	if res.err == nil && res.resp != nil {
-		r := classify(p.tx, p.guid, res.resp.StatusCode, res.body, res.bodyErr)
+	ex := c.exchange(ctx, start, p.tx.Method, p.path, p.guid, p.body)
+	if ex.err == nil {
+		r := classify(p.tx, p.guid, ex.resp.status, ex.resp.body, ex.resp.bodyErr)
 		if r.Status == http.StatusNotFound && r.Source == generated.SourceHTTP500 {
 			c.notFound.note(p.tx.Method, c.base+p.path)
 		}
-		if tr.retried() {
-			// Cannot happen (fact 3), but if it did, the core may have
-			// seen the request twice: whatever it answered, the outcome
-			// is not known.
-			r.Source, r.Body = generated.SourceReadTimeout, nil
-			r.Err = errors.Join(r.Err, errors.New("the transport sent the request on a second connection"))
-		}
-		r.ConnReused = tr.reused
+		r.ConnReused = ex.reused
 		r.Elapsed = time.Since(start)
 		return r
 	}
-	r := Result{Source: generated.SourceReadTimeout, Err: res.err, ConnReused: tr.reused}
-	if tr.nothingSent() || plant.On(plant.ReadTimeoutE902) {
+	r := Result{Source: generated.SourceReadTimeout, Err: ex.err, ConnReused: ex.reused}
+	if ex.nothingSent || plant.On(plant.ReadTimeoutE902) {
 		r.Source = generated.SourceConnectFail
 	}
 	r.Elapsed = time.Since(start)
 	return r
 }
 
-// rtResult is one HTTP exchange: the response with its body read (up to
-// maxBody), or the error that kept a response from arriving.
-type rtResult struct {
-	resp    *http.Response
-	body    []byte
-	bodyErr error
-	err     error
+// exchanged is one HTTP exchange: the response with its body read (up to
+// maxBody), or the error that kept a response from arriving and whether
+// no byte of the request can have reached the core.
+type exchanged struct {
+	resp        response
+	err         error // no response; resp is empty
+	nothingSent bool  // with err: not one byte of the request reached the kernel (or a TLS 1.3 core refused the relay's certificate)
+	reused      bool  // the call went over a pooled connection
 }
 
-// emptyBody is the body of a request that has none. It is not http.NoBody
-// on purpose: a request with a nil or NoBody body and an idempotent method
-// is one net/http may send twice (package comment, fact 3). The transport
-// probes it, finds it empty and sends no body.
-type emptyBody struct{}
+// writeFailedGrace is how long a call whose request could be written only
+// in part still waits for an answer the core may have sent before the
+// failure (a refusal of a request it did not want to read in full).
+const writeFailedGrace = 50 * time.Millisecond
 
-func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
-func (emptyBody) Close() error             { return nil }
-
-func (c *Client) roundTrip(ctx context.Context, method, path, guid string, body []byte, tr *tracer) rtResult {
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, tr.clientTrace()), method, c.base+path, nil)
-	if err != nil {
-		// Nothing was sent: tr saw no connection.
-		return rtResult{err: fmt.Errorf("building the request: %w", err)}
+// exchange sends one request on one connection, once, and reads its answer
+// (package comment, "Sent or not sent"). The whole exchange ends by the
+// call's deadline: start plus the timeout, or ctx's deadline if sooner;
+// ctx ending earlier ends it too.
+func (c *Client) exchange(ctx context.Context, start time.Time, method, path, guid string, body []byte) (ex exchanged) {
+	deadline := start.Add(c.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
-	// Body without GetBody: never replayable, so never retried (fact 3).
-	if body != nil {
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.ContentLength = int64(len(body))
-		req.Header["Content-Type"] = []string{"application/json"}
+	if !validToken(path) || path[0] != '/' || !validToken(guid) {
+		ex.nothingSent = true
+		ex.err = fmt.Errorf("building the request: path %q or GUID %q cannot be sent as they are", path, guid)
+		return ex
+	}
+	if err := ctx.Err(); err != nil {
+		ex.nothingSent = true
+		ex.err = fmt.Errorf("waiting for a connection: %w", context.Cause(ctx))
+		return ex
+	}
+
+	// Fact 1: the connection, pooled or dialled now. Nothing has been
+	// written for this call before it is in hand.
+	pc := c.pool.get()
+	ex.reused = pc != nil
+	if pc == nil {
+		var err error
+		if pc, err = c.dialConn(ctx, deadline); err != nil {
+			ex.nothingSent = true
+			ex.err = c.describe(ctx, "connecting", err)
+			return ex
+		}
+	}
+	if err := pc.cc.SetDeadline(deadline); err != nil {
+		_ = pc.cc.Close()
+		ex.nothingSent = true
+		ex.err = fmt.Errorf("setting the call's deadline: %w", err)
+		return ex
+	}
+	// ctx ending (a stopping relay) ends the exchange as the deadline
+	// would. Registered after SetDeadline so that it cannot be undone by it.
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, pc.interrupt)
+	}
+	fail := func(stage string, err error) exchanged {
+		if stop != nil {
+			stop()
+		}
+		ex.err = c.describe(ctx, stage, err)
+		return ex
+	}
+
+	// Fact 2: one write of the whole request, counted.
+	mark := pc.cc.mark()
+	pc.wbuf = appendRequest(pc.wbuf[:0], method, c.prefix, path, c.host, guid, body)
+	n, werr := pc.cc.Write(pc.wbuf)
+	if werr != nil {
+		if n == 0 && pc.cc.sealNothingWritten(mark) {
+			ex.nothingSent = true
+			return fail("sending the request", werr)
+		}
+		// Part of the request may have reached the core, and with it
+		// possibly an answer: a response is a response, classified by its
+		// status. Wait for it briefly, then give up: E901.
+		_ = pc.cc.SetReadDeadline(earliest(deadline, time.Now().Add(writeFailedGrace)))
+	}
+	resp, err := readResponse(pc.br)
+	if err != nil {
+		if werr != nil {
+			err = errors.Join(werr, err)
+		}
+		// A TLS 1.3 core refusing the relay's certificate on a fresh
+		// connection processed nothing (see dialTLS); otherwise the byte
+		// count decides, and a written request means E901.
+		refused := !ex.reused && pc.cc.refusedCert()
+		ex.nothingSent = pc.cc.sealNothingWritten(mark) || refused
+		stage := "waiting for the answer"
+		if werr != nil {
+			stage = "sending the request"
+		}
+		return fail(stage, err)
+	}
+	if resp.bodyErr != nil && errors.Is(resp.bodyErr, os.ErrDeadlineExceeded) {
+		resp.bodyErr = fmt.Errorf("reading the answer: %w (after %v)", c.cause(ctx), time.Since(start).Round(time.Millisecond))
+	}
+	ex.resp = resp
+	// Fact 3 holds trivially: nothing here writes the request again. The
+	// connection goes back to the pool only when its answer was read
+	// completely, the core did not ask to close it and no cancellation
+	// touched its deadline.
+	keep := resp.keepAlive && werr == nil
+	if stop != nil && !stop() {
+		keep = false
+	}
+	if keep {
+		c.pool.put(pc)
 	} else {
-		req.Body = emptyBody{}
+		_ = pc.cc.Close()
 	}
-	req.Header["X-Guid"] = []string{guid}
+	return ex
+}
 
-	resp, err := c.transport.RoundTrip(req)
-	if err != nil {
-		return rtResult{err: tr.describe(ctx, err)}
+// cause is why a call's deadline passed: ctx's cause if ctx ended,
+// otherwise the call's own timeout.
+func (c *Client) cause(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err == nil && len(b) > maxBody {
-		err = fmt.Errorf("answer longer than %d bytes", maxBody)
+	return context.DeadlineExceeded
+}
+
+// describe wraps an exchange's error with the stage it failed in. A
+// deadline that passed is reported as its cause (the call's timeout, ctx's
+// deadline or cancellation), matchable with errors.Is.
+func (c *Client) describe(ctx context.Context, stage string, err error) error {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%s: %w", stage, c.cause(ctx))
+	case ctx.Err() != nil && !errors.Is(err, context.Cause(ctx)):
+		return fmt.Errorf("%s: %w (%w)", stage, context.Cause(ctx), err)
 	}
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("reading the answer: %w (after %v)", context.Cause(ctx), c.timeout)
+	return fmt.Errorf("%s: %w", stage, err)
+}
+
+// earliest returns the earlier of two times.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
 	}
-	return rtResult{resp: resp, body: b, bodyErr: err}
+	return a
 }

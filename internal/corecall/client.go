@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -67,10 +66,15 @@ type Config struct {
 // Client calls the core. It is safe for concurrent use; make one and share
 // it, so that connections are reused.
 type Client struct {
-	base      string // BaseURL without a trailing slash
-	timeout   time.Duration
-	transport *http.Transport
-	notFound  notFoundWarning
+	base           string // BaseURL without a trailing slash, for the logs
+	prefix         string // the base URL's escaped path without a trailing slash: every request target starts with it
+	host           string // the Host header
+	addr           string // host:port dialled
+	timeout        time.Duration
+	connectTimeout time.Duration
+	dial           func(ctx context.Context, network, addr string) (*countingConn, error)
+	pool           pool
+	notFound       notFoundWarning
 }
 
 // New checks cfg and returns a Client.
@@ -82,8 +86,12 @@ func New(cfg Config) (*Client, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("corecall: core URL %q: want http://host:port", cfg.BaseURL)
 	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.ForceQuery {
 		return nil, fmt.Errorf("corecall: core URL %q: no query, fragment or user info allowed", cfg.BaseURL)
+	}
+	prefix := strings.TrimSuffix(u.EscapedPath(), "/")
+	if !validToken(u.Host) || (prefix != "" && !validToken(prefix)) {
+		return nil, fmt.Errorf("corecall: core URL %q: host or path cannot be sent as they are", cfg.BaseURL)
 	}
 	if cfg.Timeout < 0 || cfg.ConnectTimeout < 0 || cfg.MaxIdleConns < 0 || cfg.IdleConnTimeout < 0 {
 		return nil, errors.New("corecall: negative timeout or connection count")
@@ -106,39 +114,48 @@ func New(cfg Config) (*Client, error) {
 		d := &net.Dialer{KeepAlive: 30 * time.Second}
 		dial = d.DialContext
 	}
-	connectTimeout := cfg.ConnectTimeout
-
-	var protocols http.Protocols
-	protocols.SetHTTP1(true) // see the package comment, fact 1
-	t := &http.Transport{
-		Proxy: nil, // see the package comment
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-			defer cancel()
-			c, err := dial(ctx, network, addr)
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	c := &Client{
+		base:           strings.TrimSuffix(u.String(), "/"),
+		prefix:         prefix,
+		host:           u.Host,
+		addr:           net.JoinHostPort(u.Hostname(), port),
+		timeout:        cfg.Timeout,
+		connectTimeout: cfg.ConnectTimeout,
+		pool:           pool{max: cfg.MaxIdleConns, idleTimeout: cfg.IdleConnTimeout},
+		notFound:       notFoundWarning{log: cfg.Log},
+	}
+	if u.Scheme == "https" {
+		c.dial = dialTLS(dial, cmp.Or(cfg.TLS, defaultTLS()))
+	} else {
+		c.dial = func(ctx context.Context, network, addr string) (*countingConn, error) {
+			conn, err := dial(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
-			return &countingConn{Conn: c}, nil
-		},
-		Protocols:           &protocols,
-		DialTLSContext:      dialTLS(dial, connectTimeout, cmp.Or(cfg.TLS, defaultTLS())),
-		MaxIdleConns:        cfg.MaxIdleConns,
-		MaxIdleConnsPerHost: cfg.MaxIdleConns,
-		IdleConnTimeout:     cfg.IdleConnTimeout,
-		// The answers are tiny; gzip would only cost CPU on both sides.
-		DisableCompression: true,
+			return &countingConn{Conn: conn}, nil
+		}
 	}
-	return &Client{
-		base:      strings.TrimSuffix(u.String(), "/"),
-		timeout:   cfg.Timeout,
-		transport: t,
-		notFound:  notFoundWarning{log: cfg.Log},
-	}, nil
+	return c, nil
+}
+
+// dialConn dials a new connection for a call that must end by deadline:
+// within the connect timeout, the TLS handshake included.
+func (c *Client) dialConn(ctx context.Context, deadline time.Time) (*pconn, error) {
+	ctx, cancel := context.WithDeadline(ctx, earliest(deadline, time.Now().Add(c.connectTimeout)))
+	defer cancel()
+	cc, err := c.dial(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, err
+	}
+	return newPconn(cc), nil
 }
 
 // CloseIdleConnections closes the keep-alive connections not in use.
-func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() { c.pool.closeIdle() }
 
 // PathWarning is a warning for a base URL with a path, or "" for one
 // without: every call goes below that path (base/v1/transfers), and a core

@@ -36,11 +36,8 @@ func (c *Client) Lookup(ctx context.Context, tx *generated.Transaction, guid str
 	if err != nil {
 		return Lookup{}, fmt.Errorf("corecall: lookup %s %s: %w", tx.Code, guid, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	var tr tracer
 	start := time.Now()
-	res := c.roundTrip(ctx, http.MethodGet, path, guid, nil, &tr)
+	res := c.exchange(ctx, start, http.MethodGet, path, guid, nil)
 	took := time.Since(start)
 	fail := func(format string, args ...any) (Lookup, error) {
 		return Lookup{}, fmt.Errorf("corecall: lookup %s %s: GET %s: %w", tx.Code, guid, path, fmt.Errorf(format, args...))
@@ -48,23 +45,23 @@ func (c *Client) Lookup(ctx context.Context, tx *generated.Transaction, guid str
 	if res.err != nil {
 		return fail("%w", res.err)
 	}
-	switch res.resp.StatusCode {
+	switch res.resp.status {
 	case http.StatusOK:
 	case http.StatusNotFound:
 		return Lookup{Status: http.StatusNotFound, Elapsed: took}, nil
 	default:
-		return fail("core answered HTTP %d", res.resp.StatusCode)
+		return fail("core answered HTTP %d", res.resp.status)
 	}
-	if res.bodyErr != nil {
-		return fail("reading the answer: %v", res.bodyErr)
+	if res.resp.bodyErr != nil {
+		return fail("reading the answer: %v", res.resp.bodyErr)
 	}
 	// The answer must say which request it is about: one about another
 	// GUID, or about none, must not settle this one.
-	if err := aboutGUID(res.body, guid); err != nil && !plant.On(plant.LookupOtherGUID) {
+	if err := aboutGUID(res.resp.body, guid); err != nil && !plant.On(plant.LookupOtherGUID) {
 		return fail("%v", err)
 	}
 	body := tx.NewResponse()
-	if err := decodeSuccess(body, res.body); err != nil {
+	if err := decodeSuccess(body, res.resp.body); err != nil {
 		return fail("%v", err)
 	}
 	return Lookup{Posted: true, Body: body, Status: http.StatusOK, Elapsed: took}, nil
@@ -93,16 +90,13 @@ type Answer struct {
 // (batch.LookupGuard). Only a GET is ever sent; guid goes in X-GUID as on
 // every call. No answer is an error.
 func (c *Client) Probe(ctx context.Context, path, guid string) (Answer, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	var tr tracer
-	res := c.roundTrip(ctx, http.MethodGet, path, guid, nil, &tr)
+	res := c.exchange(ctx, time.Now(), http.MethodGet, path, guid, nil)
 	if res.err != nil {
 		return Answer{}, fmt.Errorf("corecall: GET %s: %w", path, res.err)
 	}
-	mt, _, err := mime.ParseMediaType(res.resp.Header.Get("Content-Type"))
+	mt, _, err := mime.ParseMediaType(res.resp.contentType)
 	if err != nil {
 		mt = ""
 	}
-	return Answer{Status: res.resp.StatusCode, MediaType: mt}, nil
+	return Answer{Status: res.resp.status, MediaType: mt}, nil
 }

@@ -5,18 +5,16 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"net/http/httptrace"
-	"time"
 
 	"lhrelay/internal/tlsconf"
 )
 
-// dialTLS returns the transport's DialTLSContext for an https core. It
-// makes the TLS handshake itself, inside the dial, so that the E901/E902
+// dialTLS returns the dialer of an https core's connections. It makes the
+// TLS handshake inside the dial, so that the E901/E902
 // split of the package comment holds over TLS as it does over TCP:
 //
-//   - The handshake happens before the transport hands the connection to
-//     a request (GotConn). A handshake that fails — an untrusted
+//   - The handshake happens before the connection is handed to a call
+//     (fact 1 of the package comment). A handshake that fails — an untrusted
 //     certificate, a client certificate the core refuses, a core that
 //     never answers the ClientHello within the connect timeout — fails the
 //     dial: not a byte of the request was written, E902.
@@ -38,18 +36,16 @@ import (
 // nothing was processed: a server that refuses the client's certificate
 // aborts the handshake, and no TLS server processes application data
 // before its handshake is complete (no 0-RTT data is ever sent). So such
-// a call is E902 (countingConn.refusedCert, tracer.nothingSent); anything
+// a call is E902 (countingConn.refusedCert, Client.exchange); anything
 // else read first, a refusal on a reused connection, or a certificate
 // alert on a TLS 1.2 connection keeps the byte count's verdict.
 // TestTLS13CoreRefusesClientCertificate shows it against a TLS 1.3 core.
 //
-// The connect timeout bounds the TCP connect and the handshake together.
-// The configuration is cloned for each connection; ServerName defaults to
+// The connect timeout bounds the TCP connect and the handshake together
+// (ctx ends with it, Client.dialConn). The configuration is cloned for each connection; ServerName defaults to
 // the host dialled, and HTTP/1.1 is the only protocol offered (fact 1).
-func dialTLS(dial DialFunc, connectTimeout time.Duration, base *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-		defer cancel()
+func dialTLS(dial DialFunc, base *tls.Config) func(ctx context.Context, network, addr string) (*countingConn, error) {
+	return func(ctx context.Context, network, addr string) (*countingConn, error) {
 		raw, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -63,15 +59,7 @@ func dialTLS(dial DialFunc, connectTimeout time.Duration, base *tls.Config) func
 		tlsconf.Harden(cfg)
 		cfg.NextProtos = []string{"http/1.1"}
 		tc := tls.Client(raw, cfg)
-		trace := httptrace.ContextClientTrace(ctx)
-		if trace != nil && trace.TLSHandshakeStart != nil {
-			trace.TLSHandshakeStart()
-		}
-		err = tc.HandshakeContext(ctx)
-		if trace != nil && trace.TLSHandshakeDone != nil {
-			trace.TLSHandshakeDone(tc.ConnectionState(), err)
-		}
-		if err != nil {
+		if err := tc.HandshakeContext(ctx); err != nil {
 			raw.Close()
 			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 		}
