@@ -7,12 +7,12 @@ import (
 	"sync/atomic"
 )
 
-// errSealed is what a sealed connection answers to every write. The
-// transport only sees it after the request it belonged to has already
-// failed and been classified.
+// errSealed is what a sealed connection answers to every write. Nothing
+// writes on a connection after its call failed (a failed call closes its
+// connection); sealing makes that a fact rather than a convention.
 var errSealed = errors.New("corecall: connection sealed after a failed call: nothing more may be written")
 
-// countingConn wraps every TCP connection the transport dials so that a
+// countingConn wraps every connection the client dials so that a
 // failed call can prove whether any byte of its request was handed to the
 // kernel (and so may have reached the core) or none was.
 //
@@ -94,17 +94,17 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// mark returns the byte count at the moment a request was handed this
-// connection. The transport hands a pooled connection to a new request only
-// after the previous request's write has finished (persistConn.wroteRequest),
-// so every byte counted after the mark belongs to the new request.
+// mark returns the byte count just before a call writes its request. A
+// connection is used by one call at a time, and the previous call's write
+// had returned before that call read its answer, so every byte counted
+// after the mark belongs to the new request.
 func (c *countingConn) mark() int64 { return c.written.Load() }
 
 // sealNothingWritten forbids any further write on the connection, closes it,
 // and reports whether not one byte was written since mark. Called only once
 // the call using the connection has failed without a response: the
-// connection is useless for anything else by then, and the transport drops
-// connections whose request failed.
+// connection is useless for anything else by then, and a failed call never
+// returns its connection to the pool.
 func (c *countingConn) sealNothingWritten(mark int64) bool {
 	c.sealed.Store(true)
 	busy := c.inflight.Load() != 0

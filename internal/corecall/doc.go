@@ -11,37 +11,58 @@
 // CONNECT_FAIL (E902) tells a channel that it may resend with the same GUID,
 // so it is given only when no byte of the request can have reached the core.
 // Everything else that goes wrong after that point is READ_TIMEOUT (E901):
-// the result is unknown and must be settled by inquiry. The split rests on
-// three facts, each enforced here rather than hoped for:
+// the result is unknown and must be settled by inquiry. The client is this
+// package's own HTTP/1.1 client (http1.go, pool.go, Client.exchange), and
+// the split rests on three facts, each enforced here rather than hoped for:
 //
-//  1. The transport writes a request only on a connection it has handed to
-//     that request, and it reports every HTTP/1 hand-over through
-//     httptrace.ClientTrace.GotConn before writing (HTTP/2, which reports
-//     differently, is switched off). So a call that fails before GotConn
-//     fired (refused, connect timeout, unresolvable host, the whole
-//     --timeout spent dialling) sent nothing: E902.
+//  1. A call holds its connection before it writes anything, and holds it
+//     alone: either dialled for it (Client.dialConn) or taken out of the
+//     pool (pool.get), which hands an idle connection to one call only,
+//     and only once its watcher has stopped reading it. So a call that fails before it has a connection — refused,
+//     connect timeout, unresolvable host, a TLS handshake that fails, ctx
+//     ended before any of it — wrote nothing: E902.
 //  2. Every connection is dialled by this package and wrapped in a
-//     countingConn, which counts the bytes the kernel accepted. GotConn
-//     notes the count; when the call fails without a response, the
-//     connection is sealed (no further write can start) and the count
-//     compared. Equal means not one byte of this request was handed to the
-//     kernel: E902. Anything else, including a write in progress at that
-//     instant, is E901. This is how a stale pooled connection is judged: a
-//     write that the kernel refused outright (the core had reset it) sent
-//     nothing and is E902; a write the kernel accepted before the EOF or
-//     reset showed up may have reached the core and is E901.
-//  3. The transport never sends the request a second time. net/http retries
-//     a request on a fresh connection only when it can replay it: a body
-//     with GetBody set, or a method it deems idempotent with no body
-//     (Transport.roundTrip, persistConn.shouldRetryRequest). Every request
-//     here carries a non-nil body without GetBody — an empty one for a GET —
-//     so no request is replayable and none is retried; a core call is made
-//     once even when it is an inquiry. If GotConn ever fires twice for one
-//     call anyway, the call is classified E901 and Result.Err says so.
+//     countingConn, which counts the bytes the kernel accepted. The call
+//     notes the count (mark), then writes the whole request in one Write,
+//     on its own goroutine, the only writer: the previous call's write on
+//     a pooled connection ended before that call read its answer, the
+//     watcher only reads, and a ctx ending only moves the deadline. A
+//     Write that fails having accepted no byte (net.Conn's contract, which
+//     Go's netFD honours) leaves the count at the mark: the connection is
+//     sealed (no further write can start) and closed, and the call is
+//     E902. This is how a stale pooled connection is judged: a write that
+//     the kernel refused outright (the core had reset it) sent nothing.
+//     Any other failure before a response — a write that accepted some
+//     bytes, an EOF, a reset or the deadline while waiting for the
+//     answer — is E901 (the count moved past the mark); the one exception
+//     is the TLS 1.3 certificate refusal described below.
+//  3. Nothing sends a request a second time. Client.exchange writes once
+//     and has no loop around the write; pool.get skips and closes idle
+//     connections the core has closed before any byte of the call is
+//     written on them; a connection goes back to the pool only after its
+//     answer was read completely, so a late answer can never be taken for
+//     the next call's. A core call is made once even when it is an
+//     inquiry.
+//
+// A write that failed after some bytes leaves the call waiting a moment
+// (writeFailedGrace) for an answer the core may already have sent: a
+// response is a response, and its status decides, as below.
+//
+// Idle connections are watched (pool.go): a goroutine per idle connection
+// blocks in a one-byte read, so a connection the core closes (its idle
+// timeout, a restart) is dropped from the pool when it happens, not
+// discovered by the next call after its request was written. A call can
+// still meet a connection the core closes at the very moment it is taken;
+// the byte count then decides, as for any connection.
 //
 // Once a response status line has arrived, the core has seen the request;
 // from then on the status and body decide (classify), and any failure
 // reading the body of a 200 is E901.
+//
+// The whole call, from taking a connection to the last byte of the answer,
+// ends by its deadline (the client's timeout, or ctx's deadline if sooner),
+// set on the connection; ctx ending sooner moves that deadline into the
+// past (context.AfterFunc), so no goroutine is started per call.
 //
 // The base URL must reach the core directly: no proxy is used (an HTTP
 // proxy would make "connected" mean connected to the proxy). Over https
