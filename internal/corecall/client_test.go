@@ -1,0 +1,155 @@
+package corecall_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+
+	"lhrelay/internal/corecall"
+	"lhrelay/internal/generated"
+)
+
+// notingDial dials TCP and reports every connection it makes, which
+// reports its own close.
+func notingDial(conns chan<- *closeNotingConn) corecall.DialFunc {
+	var d net.Dialer
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cc := &closeNotingConn{Conn: conn, closed: make(chan struct{})}
+		conns <- cc
+		return cc, nil
+	}
+}
+
+func waitClosed(t *testing.T, c *closeNotingConn, why string) {
+	t.Helper()
+	select {
+	case <-c.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal(why)
+	}
+}
+
+// A core that answers "Connection: close" gets a new connection for the
+// next call; one that keeps it alive gets the same one back.
+func TestConnectionCloseAnswered(t *testing.T) {
+	core, srv := startSteerable(t)
+	conns := make(chan *closeNotingConn, 4)
+	c := newClient(t, corecall.Config{BaseURL: srv.URL, Dial: notingDial(conns)})
+
+	core.answer = reply(http.StatusOK, okTransfer)
+	res := c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	res = c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	assert.Assert(t, res.ConnReused)
+	first := <-conns
+
+	core.mu.Lock()
+	core.answer = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		reply(http.StatusOK, okTransfer)(w, r)
+	}
+	core.mu.Unlock()
+	res = c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	assert.Assert(t, res.ConnReused)
+	waitClosed(t, first, "the connection the core asked to close is still open")
+
+	res = c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	assert.Assert(t, !res.ConnReused)
+	assert.Equal(t, core.count(), 4)
+}
+
+// An idle connection is closed by the relay after IdleConnTimeout.
+func TestIdleTimeout(t *testing.T) {
+	core, srv := startSteerable(t)
+	core.answer = reply(http.StatusOK, okTransfer)
+	conns := make(chan *closeNotingConn, 4)
+	c := newClient(t, corecall.Config{BaseURL: srv.URL, IdleConnTimeout: 50 * time.Millisecond, Dial: notingDial(conns)})
+	res := c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	waitClosed(t, <-conns, "the idle connection outlived its timeout")
+	res = c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	assert.Assert(t, !res.ConnReused)
+}
+
+// A chunked answer (a core that flushes as it writes) is read whole.
+func TestChunkedAnswer(t *testing.T) {
+	core, srv := startSteerable(t)
+	core.answer = func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, okTransfer[:20])
+		w.(http.Flusher).Flush()
+		io.WriteString(w, okTransfer[20:])
+	}
+	c := newClient(t, corecall.Config{BaseURL: srv.URL})
+	for range 3 {
+		res := c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+		assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	}
+	assert.Equal(t, core.count(), 3)
+}
+
+// A call whose ctx is cancelled while the core holds the request ends at
+// once with the cancellation as its cause: sent, so E901.
+func TestCancelledWhileWaiting(t *testing.T) {
+	core, srv := startSteerable(t)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	core.answer = func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+	c := newClient(t, corecall.Config{BaseURL: srv.URL, Timeout: time.Minute})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stopping := context.Canceled
+	go func() {
+		<-arrived
+		cancel(stopping)
+	}()
+	res := c.Call(ctx, bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceReadTimeout, "err: %v", res.Err)
+	assert.ErrorIs(t, res.Err, stopping)
+	assert.Assert(t, res.Elapsed < 30*time.Second, "took %v", res.Elapsed)
+	assert.Equal(t, core.count(), 1)
+}
+
+// A call that ends while a pooled connection is in use leaves nothing
+// behind that answers the next call: a connection whose call was
+// interrupted is not pooled again.
+func TestInterruptedConnectionNotReused(t *testing.T) {
+	core, srv := startSteerable(t)
+	release := make(chan struct{})
+	core.answer = func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		reply(http.StatusOK, okTransfer)(w, r)
+	}
+	c := newClient(t, corecall.Config{BaseURL: srv.URL, Timeout: 100 * time.Millisecond})
+	res := c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceReadTimeout, "err: %v", res.Err)
+	close(release) // the late answer is written now, to a connection the relay closed
+
+	core.mu.Lock()
+	core.answer = reply(http.StatusUnprocessableEntity, `{"result":"NO_ACCOUNT"}`)
+	core.mu.Unlock()
+	res = c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceNoAccount, "err: %v", res.Err)
+	assert.Assert(t, !res.ConnReused)
+}
