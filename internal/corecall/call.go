@@ -131,7 +131,7 @@ func (c *Client) exchange(ctx context.Context, start time.Time, method, path, gu
 
 	// Fact 1: the connection, pooled or dialled now. Nothing has been
 	// written for this call before it is in hand.
-	pc := c.pool.get()
+	pc := c.pool.get(deadline)
 	ex.reused = pc != nil
 	if pc == nil {
 		var err error
@@ -140,12 +140,12 @@ func (c *Client) exchange(ctx context.Context, start time.Time, method, path, gu
 			ex.err = c.describe(ctx, "connecting", err)
 			return ex
 		}
-	}
-	if err := pc.cc.SetDeadline(deadline); err != nil {
-		_ = pc.cc.Close()
-		ex.nothingSent = true
-		ex.err = fmt.Errorf("setting the call's deadline: %w", err)
-		return ex
+		if err := pc.cc.SetDeadline(deadline); err != nil {
+			_ = pc.cc.Close()
+			ex.nothingSent = true
+			ex.err = fmt.Errorf("setting the call's deadline: %w", err)
+			return ex
+		}
 	}
 	// ctx ending (a stopping relay) ends the exchange as the deadline
 	// would. Registered after SetDeadline so that it cannot be undone by it.

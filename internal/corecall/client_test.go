@@ -153,3 +153,19 @@ func TestInterruptedConnectionNotReused(t *testing.T) {
 	assert.Equal(t, res.Source, generated.SourceNoAccount, "err: %v", res.Err)
 	assert.Assert(t, !res.ConnReused)
 }
+
+// A pooled connection whose previous call's deadline has passed is still
+// reused: the deadline is the new call's before the connection is looked at.
+func TestReusedAfterPreviousDeadline(t *testing.T) {
+	core, srv := startSteerable(t)
+	core.answer = reply(http.StatusOK, okTransfer)
+	c := newClient(t, corecall.Config{BaseURL: srv.URL})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	res := c.Call(ctx, bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	<-ctx.Done() // the connection's deadline, the call's, has passed
+	res = c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	assert.Assert(t, res.ConnReused)
+}

@@ -5,38 +5,53 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
 // pconn is one keep-alive connection to the core: the countingConn the
 // client dialled, the reader its responses are parsed from, and the buffer
 // its requests are built in. It is used by one call at a time; between
-// calls it sits in the pool with a watcher goroutine reading it.
+// calls it sits in the pool.
 type pconn struct {
 	cc   *countingConn
 	br   *bufio.Reader
 	wbuf []byte
 
-	// Set under pool.mu.
-	idle bool // in pool.idle, its watcher running and nobody holding it
-
-	// watched receives the watcher's verdict when a call takes the
-	// connection out of the pool: true when it is still usable.
-	watched chan bool
-
 	// interrupt ends whatever read or write is under way on the
 	// connection (a call's ctx ended); made once, not per call.
 	interrupt func()
+
+	// Set under pool.mu.
+	idle      bool      // in pool.idle, nobody holding it
+	idleSince time.Time // when it was last pooled
+
+	// A plain TCP connection is checked with a non-blocking peek when it
+	// is taken (peeker, see peek_unix.go), and closed by expiry when it
+	// idles too long.
+	peek   *peeker
+	expiry *time.Timer
+
+	// Any other connection (TLS, or a dialer's own net.Conn) has a
+	// watcher goroutine while idle; watched receives its verdict when a
+	// call takes the connection: true when it is still usable.
+	watched chan bool
 }
 
 func newPconn(cc *countingConn) *pconn {
-	return &pconn{
+	pc := &pconn{
 		cc:        cc,
 		br:        bufio.NewReaderSize(cc, 4096),
 		wbuf:      make([]byte, 0, 1024),
-		watched:   make(chan bool, 1),
 		interrupt: func() { _ = cc.SetDeadline(aLongTimeAgo) },
 	}
+	if sc, ok := cc.Conn.(syscall.Conn); ok {
+		pc.peek = newPeeker(sc)
+	}
+	if pc.peek == nil {
+		pc.watched = make(chan bool, 1)
+	}
+	return pc
 }
 
 // maxKeptWriteBuffer caps the request buffer a connection keeps between
@@ -44,17 +59,27 @@ func newPconn(cc *countingConn) *pconn {
 const maxKeptWriteBuffer = 16 << 10
 
 // pool keeps idle keep-alive connections, the most recently used first
-// (the least likely to have been closed by the core).
+// (the least likely to have been closed by the core), and makes sure a
+// call is not handed one the core has closed, spoken on out of turn, or
+// that idled past the idle timeout, as far as that can be known before
+// the call writes on it:
 //
-// Every idle connection has a watcher goroutine blocked in a one-byte read
-// (pconn.watch). It notices the core closing the connection (EOF, a
-// reset), the core sending anything unasked, and the idle timeout (the
-// read deadline), and then drops the connection from the pool: a stale
-// connection is closed while idle instead of failing the next call after
-// its request was written (an E901). A call that takes an idle connection
-// ends its watcher's read by moving the read deadline into the past and
-// waits for the watcher's verdict, so a connection is never read by two
-// goroutines at once.
+//   - A plain TCP connection is peeked at, without blocking, when a call
+//     takes it (peeker.silent): an EOF, a reset or any byte waiting on it
+//     means the core is done with it, and it is closed instead of used. A
+//     timer closes it once it idles past the idle timeout.
+//   - Any other connection has a watcher goroutine blocked in a one-byte
+//     read while it is idle (pconn.watch), which notices the same things
+//     as they happen (the idle timeout is its read deadline) and drops the
+//     connection. A call that takes such a connection ends the watcher's
+//     read by moving the read deadline into the past and waits for its
+//     verdict, so a connection is never read by two goroutines at once.
+//     This costs a goroutine and two hand-offs per call, which the peek
+//     avoids where the socket can be reached.
+//
+// Neither closes the window in which the core closes a connection just as
+// a call takes it; the byte count then decides E901 or E902 (package
+// comment).
 type pool struct {
 	mu          sync.Mutex
 	idle        []*pconn
@@ -65,10 +90,11 @@ type pool struct {
 // aLongTimeAgo is a deadline in the past: it ends a blocked read at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// get takes an idle connection, or returns nil when none is usable. Idle
-// connections the core closed meanwhile are closed and skipped: nothing
-// was written on them for this call.
-func (p *pool) get() *pconn {
+// get takes an idle connection, with deadline as its deadline for reads
+// and writes, or returns nil when none is usable. Idle connections found
+// unusable are closed and skipped: nothing was written on them for this
+// call.
+func (p *pool) get(deadline time.Time) *pconn {
 	for {
 		p.mu.Lock()
 		n := len(p.idle)
@@ -82,11 +108,21 @@ func (p *pool) get() *pconn {
 		pc.idle = false
 		p.mu.Unlock()
 
+		if pc.peek != nil {
+			pc.expiry.Stop() // a timer already firing finds pc not idle
+			// The deadline first: the previous call's may have passed, and
+			// the peek honours it.
+			if time.Since(pc.idleSince) < p.idleTimeout && pc.cc.SetDeadline(deadline) == nil && pc.peek.silent() {
+				return pc
+			}
+			_ = pc.cc.Close()
+			continue
+		}
 		// End the watcher's read and wait for its verdict. The wait is
 		// bounded: a read with a deadline in the past returns at once
 		// (net.Conn's contract).
 		_ = pc.cc.SetReadDeadline(aLongTimeAgo)
-		if <-pc.watched {
+		if <-pc.watched && pc.cc.SetDeadline(deadline) == nil {
 			return pc
 		}
 		_ = pc.cc.Close()
@@ -99,11 +135,18 @@ func (p *pool) put(pc *pconn) {
 	if cap(pc.wbuf) > maxKeptWriteBuffer {
 		pc.wbuf = make([]byte, 0, 1024)
 	}
-	// The deadline is set before the connection can be taken, so a taker's
-	// aLongTimeAgo is never overwritten by it.
-	if err := pc.cc.SetDeadline(time.Now().Add(p.idleTimeout)); err != nil {
+	if pc.br.Buffered() > 0 {
+		// Bytes after the answer: the core is out of step with us.
 		_ = pc.cc.Close()
 		return
+	}
+	if pc.peek == nil {
+		// The deadline is set before the connection can be taken, so a
+		// taker's aLongTimeAgo is never overwritten by it.
+		if err := pc.cc.SetDeadline(time.Now().Add(p.idleTimeout)); err != nil {
+			_ = pc.cc.Close()
+			return
+		}
 	}
 	p.mu.Lock()
 	if len(p.idle) >= p.max {
@@ -112,9 +155,51 @@ func (p *pool) put(pc *pconn) {
 		return
 	}
 	pc.idle = true
+	pc.idleSince = time.Now()
 	p.idle = append(p.idle, pc)
+	if pc.peek != nil {
+		if pc.expiry == nil {
+			pc.expiry = time.AfterFunc(p.idleTimeout, func() { p.expire(pc) })
+		} else {
+			pc.expiry.Reset(p.idleTimeout)
+		}
+	}
 	p.mu.Unlock()
-	go pc.watch(p)
+	if pc.peek == nil {
+		go pc.watch(p)
+	}
+}
+
+// remove takes pc out of the idle list if it is still there (under p.mu),
+// and reports whether it was.
+func (p *pool) remove(pc *pconn) bool {
+	if !pc.idle {
+		return false
+	}
+	pc.idle = false
+	for i, q := range p.idle {
+		if q == pc {
+			last := len(p.idle) - 1
+			copy(p.idle[i:], p.idle[i+1:])
+			p.idle[last] = nil
+			p.idle = p.idle[:last]
+			break
+		}
+	}
+	return true
+}
+
+// expire closes pc if it is still idle and has been for the idle timeout
+// (a timer of an earlier idle period may fire late).
+func (p *pool) expire(pc *pconn) {
+	p.mu.Lock()
+	if !pc.idle || time.Since(pc.idleSince) < p.idleTimeout {
+		p.mu.Unlock()
+		return
+	}
+	p.remove(pc)
+	p.mu.Unlock()
+	_ = pc.cc.Close()
 }
 
 // watch blocks in a one-byte read of the idle connection pc until the
@@ -127,17 +212,7 @@ func (p *pool) put(pc *pconn) {
 func (pc *pconn) watch(p *pool) {
 	_, err := pc.br.Peek(1)
 	p.mu.Lock()
-	if pc.idle {
-		pc.idle = false
-		for i, q := range p.idle {
-			if q == pc {
-				last := len(p.idle) - 1
-				copy(p.idle[i:], p.idle[i+1:])
-				p.idle[last] = nil
-				p.idle = p.idle[:last]
-				break
-			}
-		}
+	if p.remove(pc) {
 		p.mu.Unlock()
 		_ = pc.cc.Close()
 		return
@@ -156,8 +231,11 @@ func (p *pool) closeIdle() {
 	}
 	p.mu.Unlock()
 	for _, pc := range idle {
-		// The watcher's read ends with the close; its verdict goes
-		// unread into the buffered channel.
+		if pc.expiry != nil {
+			pc.expiry.Stop()
+		}
+		// A watcher's read ends with the close; its verdict goes unread
+		// into the buffered channel.
 		_ = pc.cc.Close()
 	}
 }
