@@ -18,7 +18,8 @@
 //  1. A call holds its connection before it writes anything, and holds it
 //     alone: either dialled for it (Client.dialConn) or taken out of the
 //     pool (pool.get), which hands an idle connection to one call only,
-//     and only once its watcher has stopped reading it. So a call that fails before it has a connection — refused,
+//     and a watched one only once its watcher has stopped reading it. So
+//     a call that fails before it has a connection — refused,
 //     connect timeout, unresolvable host, a TLS handshake that fails, ctx
 //     ended before any of it — wrote nothing: E902.
 //  2. Every connection is dialled by this package and wrapped in a
@@ -48,12 +49,14 @@
 // (writeFailedGrace) for an answer the core may already have sent: a
 // response is a response, and its status decides, as below.
 //
-// Idle connections are watched (pool.go): a goroutine per idle connection
-// blocks in a one-byte read, so a connection the core closes (its idle
-// timeout, a restart) is dropped from the pool when it happens, not
-// discovered by the next call after its request was written. A call can
-// still meet a connection the core closes at the very moment it is taken;
-// the byte count then decides, as for any connection.
+// A connection the core closed while it idled (its idle timeout, a
+// restart) is not handed to a call when that can be known: a plain TCP
+// connection is peeked at without blocking when a call takes it, any
+// other has a goroutine blocked in a one-byte read while it idles
+// (pool.go). Either way a connection on which the core closed, reset or
+// sent anything is closed unused, before a byte of the call is written. A
+// call can still meet a connection the core closes at the very moment it
+// is taken; the byte count then decides, as for any connection.
 //
 // Once a response status line has arrived, the core has seen the request;
 // from then on the status and body decide (classify), and any failure
