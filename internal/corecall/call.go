@@ -148,14 +148,12 @@ func (c *Client) exchange(ctx context.Context, start time.Time, method, path, gu
 		}
 	}
 	// ctx ending (a stopping relay) ends the exchange as the deadline
-	// would. Registered after SetDeadline so that it cannot be undone by it.
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, pc.interrupt)
-	}
+	// would. Registered after the deadline was set so that it cannot be
+	// undone by it.
+	finish := c.cancels.start(ctx, pc)
 	fail := func(stage string, err error) exchanged {
-		if stop != nil {
-			stop()
+		if finish != nil {
+			finish()
 		}
 		ex.err = c.describe(ctx, stage, err)
 		return ex
@@ -200,7 +198,7 @@ func (c *Client) exchange(ctx context.Context, start time.Time, method, path, gu
 	// completely, the core did not ask to close it and no cancellation
 	// touched its deadline.
 	keep := resp.keepAlive && werr == nil
-	if stop != nil && !stop() {
+	if finish != nil && finish() {
 		keep = false
 	}
 	if keep {

@@ -74,6 +74,7 @@ type Client struct {
 	connectTimeout time.Duration
 	dial           func(ctx context.Context, network, addr string) (*countingConn, error)
 	pool           pool
+	cancels        cancelWatch
 	notFound       notFoundWarning
 }
 
@@ -151,7 +152,9 @@ func (c *Client) dialConn(ctx context.Context, deadline time.Time) (*pconn, erro
 	if err != nil {
 		return nil, err
 	}
-	return newPconn(cc), nil
+	pc := newPconn(cc)
+	pc.finishWatched = func() bool { return c.cancels.finish(pc) }
+	return pc, nil
 }
 
 // CloseIdleConnections closes the keep-alive connections not in use.

@@ -2,6 +2,7 @@ package corecall_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -168,4 +169,60 @@ func TestReusedAfterPreviousDeadline(t *testing.T) {
 	res = c.Call(context.Background(), bktr(t), guid, transfer("rent"))
 	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
 	assert.Assert(t, res.ConnReused)
+}
+
+// Calls under several contexts: ending one ends the calls made under it,
+// and only those, whether the client watches that context for all its
+// calls or for this call alone; after a context ended, another one's
+// calls are ended by it too.
+func TestCancelEndsOnlyItsCalls(t *testing.T) {
+	core, srv := startSteerable(t)
+	arrived, release := make(chan struct{}, 8), make(chan struct{})
+	core.answer = func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+			reply(http.StatusOK, okTransfer)(w, r)
+		case <-r.Context().Done():
+		}
+	}
+	c := newClient(t, corecall.Config{BaseURL: srv.URL, Timeout: time.Minute})
+	call := func(ctx context.Context) <-chan corecall.Result {
+		out := make(chan corecall.Result, 1)
+		go func() { out <- c.Call(ctx, bktr(t), guid, transfer("rent")) }()
+		<-arrived
+		return out
+	}
+	first, cancelFirst := context.WithCancelCause(context.Background())
+	second, cancelSecond := context.WithCancelCause(context.Background())
+	endFirst, endSecond := fmt.Errorf("first ended"), fmt.Errorf("second ended")
+	a1, a2 := call(first), call(first) // the client adopts first
+	b := call(second)                  // second is watched for its call alone
+
+	cancelSecond(endSecond)
+	res := <-b
+	assert.Equal(t, res.Source, generated.SourceReadTimeout, "err: %v", res.Err)
+	assert.ErrorIs(t, res.Err, endSecond)
+
+	cancelFirst(endFirst)
+	for _, ch := range []<-chan corecall.Result{a1, a2} {
+		res := <-ch
+		assert.Equal(t, res.Source, generated.SourceReadTimeout, "err: %v", res.Err)
+		assert.ErrorIs(t, res.Err, endFirst)
+	}
+
+	third, cancelThird := context.WithCancelCause(context.Background())
+	endThird := fmt.Errorf("third ended")
+	c3 := call(third) // first has ended: the client adopts third
+	cancelThird(endThird)
+	res = <-c3
+	assert.Equal(t, res.Source, generated.SourceReadTimeout, "err: %v", res.Err)
+	assert.ErrorIs(t, res.Err, endThird)
+
+	// A call under a live context is untouched by all that.
+	fourth := call(context.Background())
+	close(release)
+	res = <-fourth
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	assert.Equal(t, core.count(), 5)
 }

@@ -65,7 +65,7 @@
 // The whole call, from taking a connection to the last byte of the answer,
 // ends by its deadline (the client's timeout, or ctx's deadline if sooner),
 // set on the connection; ctx ending sooner moves that deadline into the
-// past (context.AfterFunc), so no goroutine is started per call.
+// past (cancelWatch), so no goroutine is started per call.
 //
 // The base URL must reach the core directly: no proxy is used (an HTTP
 // proxy would make "connected" mean connected to the proxy). Over https

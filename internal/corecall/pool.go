@@ -21,6 +21,11 @@ type pconn struct {
 	// interrupt ends whatever read or write is under way on the
 	// connection (a call's ctx ended); made once, not per call.
 	interrupt func()
+	// finishWatched is the client's cancelWatch.finish for this
+	// connection, made once; interrupted is set (under the cancelWatch's
+	// mutex) when the watch interrupted the call using it.
+	finishWatched func() bool
+	interrupted   bool
 
 	// Set under pool.mu.
 	idle      bool      // in pool.idle, nobody holding it
