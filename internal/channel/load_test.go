@@ -148,7 +148,7 @@ func TestRunLoadRate(t *testing.T) {
 	assert.Assert(t, s.OK())
 	// 11 frames at 200/s: the 11th may leave 50ms after the first.
 	assert.Assert(t, s.Elapsed >= 45*time.Millisecond, s.Elapsed)
-	assert.Assert(t, s.Elapsed < 500*time.Millisecond, s.Elapsed)
+	assert.Assert(t, s.Elapsed < 5*time.Second, s.Elapsed) // not paced by far more than the rate, on a loaded machine
 }
 
 func TestRunLoadUnreachable(t *testing.T) {
@@ -158,17 +158,34 @@ func TestRunLoadUnreachable(t *testing.T) {
 }
 
 func TestRunLoadCancel(t *testing.T) {
+	// Three frames are answered, the rest held until the test ends; the
+	// run is cancelled once a held frame has arrived, whatever the
+	// machine's speed.
+	const answered = 3
+	var n atomic.Int64
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
 	r := testkit.Start(t, func(f []byte) []byte {
-		time.Sleep(20 * time.Millisecond)
+		if n.Add(1) > answered {
+			once.Do(func() { close(held) })
+			<-release
+		}
 		return testkit.Answer0000(f)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Millisecond)
+	t.Cleanup(func() { close(release) })
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		<-held
+		cancel()
+	}()
 	s, err := channel.RunLoad(ctx, channel.LoadConfig{Addr: r.Addr, Count: 1000, Concurrency: 2})
-	assert.Assert(t, errors.Is(err, context.DeadlineExceeded), err)
+	assert.Assert(t, errors.Is(err, context.Canceled), err)
 	assert.ErrorContains(t, err, "load run interrupted")
 	assert.Equal(t, s.Frames, 1000)
-	assert.Assert(t, s.Answered > 0 && s.Answered < 20, s.Answered)
+	// An answer written just before the cancel may not have been read.
+	assert.Assert(t, s.Answered >= 1 && s.Answered <= answered, s.Answered)
 	assert.Assert(t, s.Sent < 30)
 	assert.Assert(t, !s.OK())
 }
