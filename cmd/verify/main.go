@@ -3,7 +3,7 @@
 // says what a schedule is and which model the checker holds it to):
 //
 //	go run ./cmd/verify [--schedules N] [--seed S] [--first I] [--store sqlite|postgres|both]
-//	                    [--relays K] [--duration D] [--rate R] [--out DIR] [--plant NAME]
+//	                    [--relays K] [--duration D] [--rate R] [--parallel P] [--out DIR] [--plant NAME]
 //
 // It builds the relay, coresim, resolve, reprocess, purge and ledger from this tree
 // (run it from the repository) into a temporary directory, then runs
@@ -11,6 +11,12 @@
 // asked for. It prints one line per schedule and a summary, writes every
 // history into --out, and exits 0 only when every schedule ran and its
 // history checks.
+//
+// --parallel P runs P schedules at once, each on processes, ports, files
+// and (on PostgreSQL) a server of its own: a schedule spends most of its
+// wall time waiting (on timeouts, retries' backoffs, the settling
+// passes), which another schedule's work fills. The lines still come in
+// schedule order.
 //
 // --plant NAME builds the commands with -tags verifybugs and switches on one
 // planted mistake (internal/plant): the run then counts the schedules whose
@@ -27,11 +33,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"os/exec"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"lhrelay/internal/app"
@@ -51,12 +59,13 @@ type options struct {
 	relays    int
 	duration  time.Duration
 	rate      float64
+	parallel  int
 	list      bool // --list-plants
 	out       string
 	plant     plant.Name
 }
 
-const usageText = `usage: verify [--schedules N] [--seed S] [--first I] [--store sqlite|postgres|both] [--relays K] [--duration D] [--rate R] [--out DIR] [--plant NAME]
+const usageText = `usage: verify [--schedules N] [--seed S] [--first I] [--store sqlite|postgres|both] [--relays K] [--duration D] [--rate R] [--parallel P] [--out DIR] [--plant NAME]
 
 Runs seeded fault schedules against real relays and checks every history.
 
@@ -74,6 +83,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.IntVar(&o.first, "first", 0, "`index` of the first schedule (to re-run one)")
 	fs.IntVar(&o.relays, "relays", 2, "`number` of relays on the one ledger")
 	fs.Float64Var(&o.rate, "rate", 300, "business transactions a `second` the channels start")
+	fs.IntVar(&o.parallel, "parallel", defaultParallel, "`number` of schedules run at once")
 	cliflag.SecondsVar(fs, &o.duration, "duration", 2*time.Second, "`seconds` of traffic and faults per schedule")
 	fs.StringVar(&o.out, "out", "", "`directory` for the histories (default: a new temporary one)")
 	if err := cliflag.Parse(fs, args, usage, usageText); err != nil {
@@ -104,9 +114,18 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 		return o, fmt.Errorf("--first %d: want 0 or more", o.first)
 	case !(o.rate > 0):
 		return o, fmt.Errorf("--rate %v: want a positive rate", o.rate)
+	case o.parallel < 1:
+		return o, fmt.Errorf("--parallel %d: want at least 1", o.parallel)
 	}
 	return o, nil
 }
+
+// defaultParallel is what fits a 2-core machine: one schedule uses about
+// 40 % of the processors over its wall time (the rest is waiting on
+// timeouts, backoffs and settling), so three at once keep both busy
+// without starving the processes of the schedules, whose timing is
+// part of what they test.
+const defaultParallel = 3
 
 func names() string {
 	var s []string
@@ -145,35 +164,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := build(ctx, bin, o.plant != "", stderr); err != nil {
 		return app.Report(stderr, "verify", app.Badf("building the commands: %w", err))
 	}
-	cfg := &verify.Config{Bin: bin, Relays: o.relays, Duration: o.duration, Rate: o.rate, Out: o.out, Plant: o.plant}
+	// One config per worker: a PostgreSQL schedule restarts its server,
+	// or shifts its clock, which another schedule running at once must
+	// not see.
+	cfgs := make([]*verify.Config, min(o.parallel, o.schedules*len(o.stores)))
+	for k := range cfgs {
+		cfgs[k] = &verify.Config{Bin: bin, Relays: o.relays, Duration: o.duration, Rate: o.rate, Out: o.out, Plant: o.plant}
+	}
 	defer func() {
-		if err := cfg.Close(); err != nil {
-			fmt.Fprintf(stderr, "verify: PostgreSQL: %v\n", err)
+		for _, cfg := range cfgs {
+			if err := cfg.Close(); err != nil {
+				fmt.Fprintf(stderr, "verify: PostgreSQL: %v\n", err)
+			}
 		}
 	}()
 	if slices.Contains(o.stores, verify.StorePostgres) {
-		pg, err := pgtest.StartStandalone()
-		if err != nil {
+		if err := startServers(cfgs); err != nil {
 			return app.Report(stderr, "verify", app.Badf("PostgreSQL: %w", err))
 		}
-		defer pg.Close()
-		cfg.PG = pg
 	}
-	fmt.Fprintf(stdout, "verify: seed %d, schedules %d..%d on %s, %d relays, %v each, plant %q, histories in %s\n",
-		o.seed, o.first, o.first+o.schedules-1, strings.Join(o.stores, "+"), o.relays, o.duration, o.plant, o.out)
+	fmt.Fprintf(stdout, "verify: seed %d, schedules %d..%d on %s, %d relays, %v each, %d at once, plant %q, histories in %s\n",
+		o.seed, o.first, o.first+o.schedules-1, strings.Join(o.stores, "+"), o.relays, o.duration, len(cfgs), o.plant, o.out)
 
+	var schedules []verify.Schedule
+	for _, store := range o.stores {
+		for i := o.first; i < o.first+o.schedules; i++ {
+			schedules = append(schedules, cfgs[0].NewSchedule(o.seed, i, store))
+		}
+	}
 	var sum summary
 	sum.faults = map[string]int{}
 	start := time.Now()
-	for _, store := range o.stores {
-		for i := o.first; i < o.first+o.schedules; i++ {
-			if ctx.Err() != nil {
-				break
-			}
-			res := cfg.Run(ctx, cfg.NewSchedule(o.seed, i, store))
-			sum.add(res)
-			fmt.Fprintln(stdout, line(res))
-		}
+	for res := range runAll(ctx, cfgs, schedules) {
+		sum.add(res)
+		fmt.Fprintln(stdout, line(res))
 	}
 	sum.elapsed = time.Since(start)
 	sum.write(stdout, o.plant)
@@ -189,13 +213,80 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// startServers starts a throwaway PostgreSQL server for each config, at
+// once (each takes seconds to initialise).
+func startServers(cfgs []*verify.Config) error {
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for k, cfg := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg.PG, errs[k] = pgtest.StartStandalone()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// runAll runs the schedules, len(cfgs) at once, each worker on its own
+// config, and yields the results in schedule order. Once ctx is done, no
+// schedule is started and those not run are left out.
+func runAll(ctx context.Context, cfgs []*verify.Config, schedules []verify.Schedule) iter.Seq[verify.Result] {
+	return func(yield func(verify.Result) bool) {
+		results := make([]chan verify.Result, len(schedules))
+		for i := range results {
+			results[i] = make(chan verify.Result, 1)
+		}
+		next := make(chan int)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, cfg := range cfgs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					if ctx.Err() == nil {
+						results[i] <- cfg.Run(ctx, schedules[i])
+					}
+					close(results[i])
+				}
+			}()
+		}
+		go func() {
+			defer close(next)
+			for i := range schedules {
+				select {
+				case next <- i:
+				case <-stop:
+					return
+				}
+			}
+		}()
+		// Every worker has ended (its processes stopped) before this
+		// returns, also when the caller stops early.
+		defer wg.Wait()
+		defer close(stop)
+		for _, ch := range results {
+			res, ok := <-ch
+			if !ok {
+				continue
+			}
+			if !yield(res) {
+				return
+			}
+		}
+	}
+}
+
 // build compiles the commands a schedule runs.
 func build(ctx context.Context, dir string, planted bool, stderr io.Writer) error {
 	args := []string{"build", "-o", dir + "/"}
 	if planted {
 		args = append(args, "-tags", "verifybugs")
 	}
-	args = append(args, "./cmd/relay", "./cmd/coresim", "./cmd/resolve", "./cmd/reprocess", "./cmd/purge", "./cmd/ledger")
+	// Import paths, not ./cmd/…: any directory of the module will do.
+	args = append(args, "lhrelay/cmd/relay", "lhrelay/cmd/coresim", "lhrelay/cmd/resolve", "lhrelay/cmd/reprocess", "lhrelay/cmd/purge", "lhrelay/cmd/ledger")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	return cmd.Run()
@@ -211,6 +302,13 @@ func line(r verify.Result) string {
 	}
 	s := fmt.Sprintf("%-9s %-8s schedule %4d seed %d: %d GUIDs, %d attempts, %d posted, %d faults, %d violations, %.1fs",
 		status, r.Schedule.Store, r.Schedule.Index, r.Schedule.Seed, r.GUIDs, r.Attempts, r.Posted, total(r.Faults), len(r.Violations), r.Elapsed.Seconds())
+	if len(r.Phases) > 0 {
+		var ps []string
+		for _, p := range r.Phases {
+			ps = append(ps, fmt.Sprintf("%s %.1f", p.Name, p.D.Seconds()))
+		}
+		s += " (" + strings.Join(ps, ", ") + ")"
+	}
 	switch {
 	case r.Schedule.Failover:
 		s += ", failover"

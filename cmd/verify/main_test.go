@@ -2,17 +2,26 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
 	"lhrelay/internal/cliflag"
+	"lhrelay/internal/pgtest"
 	"lhrelay/internal/plant"
 	"lhrelay/internal/testkit"
+	"lhrelay/internal/verify"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // TestConfigSources: a setting from the command line, its LHRELAY_
 // variable or a --config file, in that order of precedence; a bad value
@@ -39,6 +48,7 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"--relays", "0"}, "--relays 0"},
 		{[]string{"--first", "-1"}, "--first -1"},
 		{[]string{"--rate", "0"}, "--rate 0"},
+		{[]string{"--parallel", "0"}, "--parallel 0"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -62,4 +72,67 @@ func TestListPlants(t *testing.T) {
 	}
 	assert.Check(t, is.Equal(stdout.String(), strings.Join(want, "\n")+"\n"))
 	assert.Check(t, is.Equal(stderr.String(), ""))
+}
+
+// tiny is a verify run of a few transactions a schedule: enough to start
+// and stop every process and settle, in a second or two.
+var tiny = []string{"--duration", "0.5", "--rate", "20"}
+
+var scheduleLine = regexp.MustCompile(`(?m)^(\S+)\s+(sqlite|postgres)\s+schedule\s+(\d+) seed (\d+):`)
+
+// runParallel runs verify with args and checks that it exits 0 and prints
+// one "ok" line per schedule of want, in that order, each of whose
+// histories is in its own directory of --out.
+func runParallel(t *testing.T, out string, want []string, args ...string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the commands; skipped with -short")
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), append(append(args, tiny...), "--out", out), &stdout, &stderr)
+	assert.Equal(t, code, 0, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	var got []string
+	for _, m := range scheduleLine.FindAllStringSubmatch(stdout.String(), -1) {
+		assert.Check(t, is.Equal(m[1], "ok"), stdout.String())
+		got = append(got, m[2]+"-"+m[4]+"-"+fmt.Sprintf("%04s", m[3]))
+	}
+	assert.DeepEqual(t, got, want)
+	for _, dir := range want {
+		_, err := os.Stat(filepath.Join(out, dir, "attempts.jsonl"))
+		assert.Check(t, err, dir)
+	}
+	assert.Check(t, is.Contains(stdout.String(), "every history checks"))
+	return stdout.String()
+}
+
+// TestParallel: schedules run at once on SQLite each have their own
+// processes, ports and ledger; every one checks, and the lines come in
+// schedule order whichever ends first.
+func TestParallel(t *testing.T) {
+	out := runParallel(t, t.TempDir(), []string{"sqlite-3-0000", "sqlite-3-0001", "sqlite-3-0002", "sqlite-3-0003"},
+		"--schedules", "4", "--seed", "3", "--parallel", "3")
+	assert.Check(t, is.Contains(out, ", 3 at once,"))
+}
+
+// TestParallelPostgres: on PostgreSQL each worker has a server of its own
+// (a schedule restarts its server, or shifts its clock, which another
+// schedule must not see), and a failover schedule its own pair: two
+// schedules at once, one of them failing over and one on a shifted
+// clock, both check.
+func TestParallelPostgres(t *testing.T) {
+	pgtest.AdminURL(t)                  // skips without PostgreSQL (fails under LHRELAY_REQUIRE_POSTGRES=1)
+	pgtest.FakeClock(t, 10*time.Minute) // skips without libfaketime (likewise)
+	cfg := &verify.Config{Relays: 2, Duration: 500 * time.Millisecond, Rate: 20}
+	seed := uint64(1)
+	for ; ; seed++ {
+		a, b := cfg.NewSchedule(seed, 0, verify.StorePostgres), cfg.NewSchedule(seed, 1, verify.StorePostgres)
+		if (a.Failover && b.ClockShift != 0) || (b.Failover && a.ClockShift != 0) {
+			break
+		}
+	}
+	s := strconv.FormatUint(seed, 10)
+	out := runParallel(t, t.TempDir(), []string{"postgres-" + s + "-0000", "postgres-" + s + "-0001"},
+		"--schedules", "2", "--seed", s, "--store", "postgres", "--parallel", "2")
+	assert.Check(t, is.Contains(out, ", failover"))
+	assert.Check(t, is.Contains(out, ", database clock "))
 }

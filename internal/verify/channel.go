@@ -149,7 +149,7 @@ func (w *world) business(ctx context.Context, tx *generated.Transaction, b Busin
 // send is one attempt on one connection.
 func (w *world) send(ctx context.Context, relay int, frame []byte) Attempt {
 	a := Attempt{Relay: relay, Request: frame, Sent: time.Now()}
-	c, err := channel.Dial(ctx, w.relays[relay].address(), w.cfg.params.timeout+3*time.Second)
+	c, err := channel.Dial(ctx, w.relays[relay].address(), w.cfg.params().timeout+3*time.Second)
 	if err != nil {
 		a.Err, a.Answered = err.Error(), time.Now()
 		return a
@@ -179,7 +179,7 @@ func (w *world) send(ctx context.Context, relay int, frame []byte) Attempt {
 // answer and a moment more, for the relay to record it.
 func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan struct{}) {
 	defer w.early.RUnlock()
-	if w.waitAtCore(ctx, guid, w.cfg.params.slow) {
+	if w.waitAtCore(ctx, guid, w.cfg.params().slow) {
 		if err := w.batch(ctx, false, "resolve", "--guid", guid, "--min-age", "0", "--stale-sent", "0.001"); err != nil {
 			w.runErr("early settle of %s: %v", guid, err)
 		}

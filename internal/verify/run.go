@@ -25,6 +25,15 @@ type Result struct {
 	Violations []Violation
 	RunErrs    []string // the runner's own failures: the schedule is not valid
 	Elapsed    time.Duration
+	// Phases is the wall time of each phase of the run, in order: where
+	// a schedule's time goes.
+	Phases []Phase
+}
+
+// Phase is the wall time one phase of a schedule took.
+type Phase struct {
+	Name string
+	D    time.Duration
 }
 
 // OK reports whether the schedule ran and its history checks.
@@ -32,14 +41,18 @@ func (r Result) OK() bool { return len(r.Violations) == 0 && len(r.RunErrs) == 0
 
 // NewSchedule draws schedule index of seed for cfg.
 func (cfg *Config) NewSchedule(seed uint64, index int, store string) Schedule {
-	if cfg.params == (params{}) {
-		cfg.params = defaultParams
-		if cfg.Rate > 0 {
-			cfg.params.rate = cfg.Rate
-		}
-		cfg.params.earlyAll = cfg.Plant == plant.ForgetLate200
+	return newSchedule(seed, index, store, cfg.Relays, cfg.Duration, cfg.params())
+}
+
+// params are the settings cfg's schedules are drawn and run against; read
+// from cfg each time, so that configs run at once share nothing.
+func (cfg *Config) params() params {
+	p := defaultParams
+	if cfg.Rate > 0 {
+		p.rate = cfg.Rate
 	}
-	return newSchedule(seed, index, store, cfg.Relays, cfg.Duration, cfg.params)
+	p.earlyAll = cfg.Plant == plant.ForgetLate200
+	return p
 }
 
 // Run runs one schedule against fresh processes and checks its history.
@@ -64,6 +77,13 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 		return res
 	}
 	defer logf.Close()
+	last := time.Now()
+	phase := func(name string) {
+		now := time.Now()
+		res.Phases = append(res.Phases, Phase{name, now.Sub(last)})
+		fmt.Fprintf(logf, "verify: phase %s took %v\n", name, now.Sub(last).Round(time.Millisecond))
+		last = now
+	}
 	w := &world{cfg: cfg, s: s, dir: dir, logf: logf, applied: map[string]int{},
 		httpc: &http.Client{Timeout: 10 * time.Second}}
 	defer w.httpc.CloseIdleConnections()
@@ -107,9 +127,11 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 	default:
 		w.db = filepath.Join(dir, "ledger.db")
 	}
+	phase("store")
 	if err := w.startCore(); err != nil {
 		return fail(err)
 	}
+	phase("core")
 	defer func() {
 		if err := w.core.term(15 * time.Second); err != nil {
 			w.runErr("%v", err)
@@ -131,6 +153,7 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 		}
 	}
 	defer stopRelays()
+	phase("relays")
 
 	tx, err := postingTx()
 	if err != nil {
@@ -183,6 +206,7 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 		})
 	}
 	wg.Wait()
+	phase("traffic")
 
 	// Quiesce, then settle.
 	if err := w.control(ctx, "/disarm", nil); err != nil {
@@ -191,19 +215,23 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 	if w.proxy != nil {
 		w.proxy.CutAfterCommits(0)
 	}
-	if err := w.quiesceCore(ctx, cfg.params.maxDelay+30*time.Second); err != nil {
+	if err := w.quiesceCore(ctx, cfg.params().maxDelay+30*time.Second); err != nil {
 		return fail(err)
 	}
+	phase("quiesce")
 	stopRelays()
+	phase("stop")
 	if err := w.settle(ctx); err != nil {
 		return fail(err)
 	}
+	phase("settle")
 
 	// The history of every row (SPEC 6b) must verify: ledger audit
 	// checks every chain and exits 1 naming the first entry that does not.
 	if err := w.audit(ctx); err != nil {
 		w.runErr("%v", err)
 	}
+	phase("audit")
 	rows, err := readRows(ctx, w.db)
 	if err != nil {
 		return fail(err)
@@ -220,8 +248,10 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 	if err != nil {
 		return fail(err)
 	}
+	phase("read")
 	h := history{tx: tx, attempts: attempts, truth: truth, rows: rows, reprocess: w.reprocess, entries: entries, early: w.earlyGUIDs}
 	res.Violations = h.check()
+	phase("check")
 	res.Attempts = len(attempts)
 	res.GUIDs = len(s.Txs)
 	res.Posted = h.postedGUIDs()
@@ -232,6 +262,7 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 	if err := h.write(dir, s, res.Violations); err != nil {
 		w.runErr("writing the history: %v", err)
 	}
+	phase("write")
 	return res
 }
 

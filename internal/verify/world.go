@@ -47,7 +47,6 @@ type Config struct {
 	Out      string     // where histories go
 	Plant    plant.Name // "": none
 	Log      io.Writer  // progress lines
-	params   params
 
 	clockMu sync.Mutex
 	clocks  map[time.Duration]*pgtest.Standalone // servers with a shifted clock, started when first needed
@@ -134,7 +133,7 @@ func (w *world) runErr(format string, args ...any) {
 func (w *world) startCore() error {
 	p, rest, err := startProc("coresim", filepath.Join(w.cfg.Bin, "coresim"),
 		[]string{"--port", "0", "--control", "127.0.0.1:0", "--truth", filepath.Join(w.dir, "truth.jsonl"),
-			"--max-concurrent", fmt.Sprint(coreCapacity), "--delay", fmt.Sprint(w.cfg.params.slow.Seconds())},
+			"--max-concurrent", fmt.Sprint(coreCapacity), "--delay", fmt.Sprint(w.cfg.params().slow.Seconds())},
 		w.env(), w.logf, "coresim listening on ", 30*time.Second)
 	if err != nil {
 		return err
@@ -218,7 +217,7 @@ type relay struct {
 
 func (r *relay) args(port string) []string {
 	return []string{"--listen", "127.0.0.1", "--port", port, "--core", r.w.coreURL,
-		"--timeout", fmt.Sprint(r.w.cfg.params.timeout.Seconds()), "--connect-timeout", "0.5",
+		"--timeout", fmt.Sprint(r.w.cfg.params().timeout.Seconds()), "--connect-timeout", "0.5",
 		"--db", r.w.db, "--settle-every", "0.5", "--settle-min-age", minAge, "--stale-sent", staleSent,
 		"--breaker-cooldown", "1"}
 }
@@ -252,7 +251,7 @@ func (r *relay) restart(_ context.Context, kill bool) error {
 	if r.p != nil {
 		if kill {
 			r.p.kill()
-		} else if err := r.p.term(r.w.cfg.params.timeout + 10*time.Second); err != nil {
+		} else if err := r.p.term(r.w.cfg.params().timeout + 10*time.Second); err != nil {
 			r.w.runErr("%v", err)
 		}
 	}
@@ -265,7 +264,7 @@ func (r *relay) stop() error {
 	if r.p == nil {
 		return nil
 	}
-	err := r.p.term(r.w.cfg.params.timeout + 10*time.Second)
+	err := r.p.term(r.w.cfg.params().timeout + 10*time.Second)
 	r.p = nil
 	return err
 }
