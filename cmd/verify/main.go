@@ -302,6 +302,9 @@ func line(r verify.Result) string {
 	}
 	s := fmt.Sprintf("%-9s %-8s schedule %4d seed %d: %d GUIDs, %d attempts, %d posted, %d faults, %d violations, %.1fs",
 		status, r.Schedule.Store, r.Schedule.Index, r.Schedule.Seed, r.GUIDs, r.Attempts, r.Posted, total(r.Faults), len(r.Violations), r.Elapsed.Seconds())
+	if r.MissedWindows > 0 {
+		s += fmt.Sprintf(", %d early settles missed their window", r.MissedWindows)
+	}
 	if len(r.Phases) > 0 {
 		var ps []string
 		for _, p := range r.Phases {
@@ -339,6 +342,7 @@ func total(m map[string]int) int {
 type summary struct {
 	schedules, failed, caught, errored  int
 	attempts, guids, posted, violations int
+	missedWindows                       int
 	faults                              map[string]int
 	elapsed                             time.Duration
 }
@@ -349,6 +353,7 @@ func (s *summary) add(r verify.Result) {
 	s.guids += r.GUIDs
 	s.posted += r.Posted
 	s.violations += len(r.Violations)
+	s.missedWindows += r.MissedWindows
 	for k, v := range r.Faults {
 		s.faults[k] += v
 	}
@@ -376,6 +381,11 @@ func (s *summary) write(w io.Writer, p plant.Name) {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, s.faults[k]))
 	}
 	fmt.Fprintf(w, "faults: %s\n", strings.Join(parts, " "))
+	if s.missedWindows > 0 {
+		// Not violations (verify.history.missedWindow), but each is an
+		// early settle that tested less than it is for: said, not hidden.
+		fmt.Fprintf(w, "early settles that missed their window (the relay gave up before the core's late 200; the machine was slow): %d\n", s.missedWindows)
+	}
 	if p != "" {
 		fmt.Fprintf(w, "plant %s: caught in %d of %d schedules (%.1f%%)\n", p, s.caught, s.schedules, 100*float64(s.caught)/float64(s.schedules))
 	} else if s.failed == 0 {

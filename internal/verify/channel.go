@@ -179,7 +179,9 @@ func (w *world) send(ctx context.Context, relay int, frame []byte) Attempt {
 // answer and a moment more, for the relay to record it.
 func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan struct{}) {
 	defer w.early.RUnlock()
-	if w.waitAtCore(ctx, guid, w.cfg.params().slow) {
+	if w.waitAtCore(ctx, guid, w.cfg.params().slow) && !closed(answered) {
+		// (A relay that already answered has given up on the call: too
+		// late for what this fault is for, see missedWindow.)
 		if err := w.batch(ctx, false, "resolve", "--guid", guid, "--min-age", "0", "--stale-sent", "0.001"); err != nil {
 			w.runErr("early settle of %s: %v", guid, err)
 		}
@@ -203,6 +205,15 @@ func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan st
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	}
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -36,6 +36,9 @@ type history struct {
 	// early: GUIDs resolve settled on purpose while the core held their
 	// call (the early-settle fault).
 	early map[string]bool
+	// timeout is the relays' --timeout: how long a relay waits for the
+	// core before it answers E901.
+	timeout time.Duration
 }
 
 // guidHistory is the part of a history about one GUID.
@@ -53,16 +56,72 @@ type guidHistory struct {
 type check struct {
 	name string
 	run  func(g *guidHistory) []string // the events of each violation, one string per event
+	// missedExempt: not held for a GUID whose early settle missed its
+	// window (missedWindow), whose second posting no relay can prevent.
+	missedExempt bool
 }
 
 var checks = []check{
-	{"posted-at-most-once", checkPostedOnce},
-	{"answers-match-the-core", checkAnswers},
-	{"no-e902-after-arrival", checkNotSent},
-	{"e904-exactly-for-another-body", checkReused},
-	{"settled-row-agrees-with-core", checkRow},
-	{"no-lookup-during-post", checkLookups},
-	{"history-accounts-for-every-transition", checkTransitions},
+	{"posted-at-most-once", checkPostedOnce, true},
+	{"answers-match-the-core", checkAnswers, false},
+	{"no-e902-after-arrival", checkNotSent, false},
+	{"e904-exactly-for-another-body", checkReused, false},
+	{"settled-row-agrees-with-core", checkRow, true},
+	{"no-lookup-during-post", checkLookups, false},
+	{"history-accounts-for-every-transition", checkTransitions, false},
+}
+
+// missedWindow reports whether the early-settle fault missed what it is
+// there for on this GUID: the late-answer rule (the relay records the
+// core's late 200 over the row settled FAILED while its call was under
+// way) needs a relay still waiting for that 200. On a loaded machine the
+// relay can give up first: its attempt ends E901 after its whole timeout,
+// before the core posts, while the early lookup still finds the core
+// handling the POST (404), so the row is FAILED/E902 though the core
+// posts it, with nobody left to hear the 200; reprocess then rightly
+// resends a FAILED/E902 row, and the core posts it again. That is the
+// operator's too-short window at its worst, which no relay can prevent
+// (doc.go), not a fault of the code under test: such a GUID is exempt
+// from the two checks its second posting breaks, and counted apart
+// (missedWindows). An attempt answered 0000 (the relay heard the 200), or
+// E901 sooner than the timeout, or after the posting, leaves the GUID to
+// every check.
+func (g *guidHistory) missedWindow() bool {
+	if !g.h.early[g.guid] || len(g.posted) == 0 || g.h.timeout <= 0 {
+		return false
+	}
+	first := g.posted[0].At
+	earlyLookup := false
+	for _, e := range g.lookups {
+		if e.DuringPost && e.At.Before(first) {
+			earlyLookup = true
+		}
+	}
+	if !earlyLookup {
+		return false
+	}
+	for _, a := range g.attempts {
+		if a.Code == codeOK {
+			return false
+		}
+	}
+	for _, a := range g.attempts {
+		if a.Code == codeUnknown && a.Answered.Sub(a.Sent) >= g.h.timeout && a.Answered.Before(first) {
+			return true
+		}
+	}
+	return false
+}
+
+// missedWindows counts the GUIDs whose early settle missed its window.
+func (h *history) missedWindows() int {
+	n := 0
+	for _, g := range h.byGUID() {
+		if g.missedWindow() {
+			n++
+		}
+	}
+	return n
 }
 
 func readTruth(path string) ([]coresim.TruthEvent, error) {
@@ -139,7 +198,11 @@ func (h *history) check() []Violation {
 	}
 	sort.Strings(guids)
 	for _, guid := range guids {
+		missed := gs[guid].missedWindow()
 		for _, c := range checks {
+			if missed && c.missedExempt {
+				continue
+			}
 			if ev := c.run(gs[guid]); ev != nil {
 				vs = append(vs, Violation{Check: c.name, GUID: guid, Events: ev})
 			}

@@ -231,3 +231,51 @@ func TestTransitions(t *testing.T) {
 		})
 	}
 }
+
+// TestMissedWindow: an early-settled GUID whose relay gave up (E901 after
+// its whole timeout) before the core posted it, and whose row the early
+// lookup made FAILED, is posted again by reprocess: no relay can prevent
+// that, so the two checks it breaks are not held and it is counted apart.
+// The same postings with a relay that heard the 200 (the forget-late-200
+// plant), or gave up sooner than its timeout, or a GUID not settled early,
+// are violations.
+func TestMissedWindow(t *testing.T) {
+	f := newFixture(t)
+	arrive := coresim.TruthEvent{At: at(40), Ev: coresim.TruthArrive, GUID: testGUID}
+	earlyLookup := coresim.TruthEvent{At: at(900), Ev: coresim.TruthLookup, GUID: testGUID, Status: 404, DuringPost: true}
+	first := f.posting
+	first.At = at(1050)
+	again := f.posting
+	again.At = at(3000)
+	truth := []coresim.TruthEvent{arrive, earlyLookup, first, {At: at(2990), Ev: coresim.TruthArrive, GUID: testGUID}, again}
+	doneOK := f.row(ledger.StateDone, codeOK, f.orig, f.answer)
+	early := map[string]bool{testGUID: true}
+	for _, tc := range []struct {
+		name    string
+		attempt Attempt
+		early   map[string]bool
+		missed  bool
+	}{
+		{name: "relay gave up before the posting", attempt: f.attempt(codeUnknown, 0, 1010, f.orig), early: early, missed: true},
+		{name: "relay heard the 200", attempt: f.attempt(codeOK, 0, 1060, f.orig), early: early},
+		{name: "E901 sooner than the timeout", attempt: f.attempt(codeUnknown, 0, 600, f.orig), early: early},
+		{name: "E901 after the posting", attempt: f.attempt(codeUnknown, 0, 1100, f.orig), early: early},
+		{name: "not settled early", attempt: f.attempt(codeUnknown, 0, 1010, f.orig)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := history{tx: f.tx, attempts: []Attempt{tc.attempt}, truth: truth, rows: doneOK, early: tc.early, timeout: time.Second}
+			vs := h.check()
+			if tc.missed {
+				assert.Check(t, is.Len(vs, 0), "%+v", vs)
+				assert.Check(t, is.Equal(h.missedWindows(), 1))
+				return
+			}
+			var names []string
+			for _, v := range vs {
+				names = append(names, v.Check)
+			}
+			assert.Check(t, is.Contains(names, "posted-at-most-once"), "%+v", vs)
+			assert.Check(t, is.Equal(h.missedWindows(), 0))
+		})
+	}
+}
