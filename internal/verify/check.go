@@ -76,38 +76,36 @@ var checks = []check{
 // core's late 200 over the row settled FAILED while its call was under
 // way) needs a relay still waiting for that 200. On a loaded machine the
 // relay can give up first: its attempt ends E901 after its whole timeout,
-// before the core posts, while the early lookup still finds the core
-// handling the POST (404), so the row is FAILED/E902 though the core
-// posts it, with nobody left to hear the 200; reprocess then rightly
-// resends a FAILED/E902 row, and the core posts it again. That is the
-// operator's too-short window at its worst, which no relay can prevent
-// (doc.go), not a fault of the code under test: such a GUID is exempt
-// from the two checks its second posting breaks, and counted apart
-// (missedWindows). An attempt answered 0000 (the relay heard the 200), or
-// E901 sooner than the timeout, or after the posting, leaves the GUID to
-// every check.
+// before the core posts; the early lookup, later still, finds the core
+// handling the POST (404) and settles the UNKNOWN row FAILED/E902, with
+// nobody left to hear the 200; reprocess then rightly resends a
+// FAILED/E902 row, and the core posts it again. That is the operator's
+// too-short window at its worst, which no relay can prevent (doc.go), not
+// a fault of the code under test: such a GUID is exempt from the two
+// checks its second posting breaks, and counted apart (missedWindows).
+// A GUID posted once, an attempt answered 0000 (the relay heard the 200),
+// an E901 sooner than the timeout or after the posting, or an early
+// lookup before the relay gave up (the relay's E901 then makes the row
+// UNKNOWN again, for settling to find it posted) leaves the GUID to every
+// check.
 func (g *guidHistory) missedWindow() bool {
-	if !g.h.early[g.guid] || len(g.posted) == 0 || g.h.timeout <= 0 {
+	if !g.h.early[g.guid] || len(g.posted) < 2 || g.h.timeout <= 0 {
 		return false
 	}
 	first := g.posted[0].At
-	earlyLookup := false
-	for _, e := range g.lookups {
-		if e.DuringPost && e.At.Before(first) {
-			earlyLookup = true
-		}
-	}
-	if !earlyLookup {
-		return false
-	}
 	for _, a := range g.attempts {
 		if a.Code == codeOK {
 			return false
 		}
 	}
 	for _, a := range g.attempts {
-		if a.Code == codeUnknown && a.Answered.Sub(a.Sent) >= g.h.timeout && a.Answered.Before(first) {
-			return true
+		if a.Code != codeUnknown || a.Answered.Sub(a.Sent) < g.h.timeout || !a.Answered.Before(first) {
+			continue
+		}
+		for _, e := range g.lookups {
+			if e.DuringPost && e.At.After(a.Answered) && e.At.Before(first) {
+				return true
+			}
 		}
 	}
 	return false

@@ -237,12 +237,12 @@ func TestTransitions(t *testing.T) {
 // lookup made FAILED, is posted again by reprocess: no relay can prevent
 // that, so the two checks it breaks are not held and it is counted apart.
 // The same postings with a relay that heard the 200 (the forget-late-200
-// plant), or gave up sooner than its timeout, or a GUID not settled early,
-// are violations.
+// plant), or gave up sooner than its timeout or after the early lookup,
+// or a GUID not settled early, are violations.
 func TestMissedWindow(t *testing.T) {
 	f := newFixture(t)
 	arrive := coresim.TruthEvent{At: at(40), Ev: coresim.TruthArrive, GUID: testGUID}
-	earlyLookup := coresim.TruthEvent{At: at(900), Ev: coresim.TruthLookup, GUID: testGUID, Status: 404, DuringPost: true}
+	earlyLookup := coresim.TruthEvent{At: at(1020), Ev: coresim.TruthLookup, GUID: testGUID, Status: 404, DuringPost: true}
 	first := f.posting
 	first.At = at(1050)
 	again := f.posting
@@ -260,6 +260,7 @@ func TestMissedWindow(t *testing.T) {
 		{name: "relay heard the 200", attempt: f.attempt(codeOK, 0, 1060, f.orig), early: early},
 		{name: "E901 sooner than the timeout", attempt: f.attempt(codeUnknown, 0, 600, f.orig), early: early},
 		{name: "E901 after the posting", attempt: f.attempt(codeUnknown, 0, 1100, f.orig), early: early},
+		{name: "early lookup before the relay gave up", attempt: f.attempt(codeUnknown, 30, 1030, f.orig), early: early},
 		{name: "not settled early", attempt: f.attempt(codeUnknown, 0, 1010, f.orig)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
