@@ -21,7 +21,10 @@
 // --plant NAME builds the commands with -tags verifybugs and switches on one
 // planted mistake (internal/plant): the run then counts the schedules whose
 // history the checker rejects, and exits 0 only when it rejects at least
-// 99 % of them.
+// 99 % of them. --plant A,B or --plant all runs the schedules under each
+// plant in turn, on one build and one set of servers, with the histories
+// of each in a directory of --out named by the plant, and exits 0 only
+// when every plant is caught so.
 //
 // Exit status: 0 as above, 1 when a schedule fails (or a plant goes
 // unnoticed), 2 for bad arguments or when the commands cannot be built.
@@ -36,6 +39,7 @@ import (
 	"iter"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -62,7 +66,7 @@ type options struct {
 	parallel  int
 	list      bool // --list-plants
 	out       string
-	plant     plant.Name
+	plants    []plant.Name // none: a clean run
 }
 
 const usageText = `usage: verify [--schedules N] [--seed S] [--first I] [--store sqlite|postgres|both] [--relays K] [--duration D] [--rate R] [--parallel P] [--out DIR] [--plant NAME]
@@ -76,7 +80,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	fs.SetOutput(io.Discard)
 	var o options
 	store := fs.String("store", "sqlite", "ledger `store`: sqlite, postgres or both")
-	plantName := fs.String("plant", "", "planted mistake `NAME` to switch on: "+names())
+	plantName := fs.String("plant", "", "planted mistake `NAME` to switch on ("+names()+"), several separated by commas, or all")
 	fs.BoolVar(&o.list, "list-plants", false, "print the names of the planted mistakes, one a line, and exit")
 	fs.IntVar(&o.schedules, "schedules", 20, "`number` of schedules per store")
 	fs.Uint64Var(&o.seed, "seed", 1, "`seed` the schedules are drawn from")
@@ -99,10 +103,18 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	default:
 		return o, fmt.Errorf("--store %q: want sqlite, postgres or both", *store)
 	}
-	if *plantName != "" {
-		o.plant = plant.Name(*plantName)
-		if !slices.Contains(plant.All, o.plant) {
-			return o, fmt.Errorf("--plant %q: want one of %s", *plantName, names())
+	switch *plantName {
+	case "":
+	case "all":
+		o.plants = plant.All
+	default:
+		for _, n := range strings.Split(*plantName, ",") {
+			if !slices.Contains(plant.All, plant.Name(n)) {
+				return o, fmt.Errorf("--plant %q: want one of %s, several separated by commas, or all", n, names())
+			}
+			if !slices.Contains(o.plants, plant.Name(n)) {
+				o.plants = append(o.plants, plant.Name(n))
+			}
 		}
 	}
 	switch {
@@ -162,15 +174,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return app.Report(stderr, "verify", app.Bad(err))
 	}
 	defer os.RemoveAll(bin)
-	if err := build(ctx, bin, o.plant != "", stderr); err != nil {
+	if err := build(ctx, bin, len(o.plants) > 0, stderr); err != nil {
 		return app.Report(stderr, "verify", app.Badf("building the commands: %w", err))
+	}
+	// Each plant's schedules, or the clean ones.
+	var jobs []job
+	runs := o.plants
+	if len(runs) == 0 {
+		runs = []plant.Name{""}
+	}
+	for _, p := range runs {
+		out := o.out
+		if len(o.plants) > 1 {
+			out = filepath.Join(o.out, string(p)) // a schedule's directory is named by store, seed and index
+		}
+		draw := verify.Config{Relays: o.relays, Duration: o.duration, Rate: o.rate, Plant: p}
+		for _, store := range o.stores {
+			for i := o.first; i < o.first+o.schedules; i++ {
+				jobs = append(jobs, job{plant: p, out: out, s: draw.NewSchedule(o.seed, i, store)})
+			}
+		}
 	}
 	// One config per worker: a PostgreSQL schedule restarts its server,
 	// or shifts its clock, which another schedule running at once must
 	// not see.
-	cfgs := make([]*verify.Config, min(o.parallel, o.schedules*len(o.stores)))
+	cfgs := make([]*verify.Config, min(o.parallel, len(jobs)))
 	for k := range cfgs {
-		cfgs[k] = &verify.Config{Bin: bin, Relays: o.relays, Duration: o.duration, Rate: o.rate, Out: o.out, Plant: o.plant}
+		cfgs[k] = &verify.Config{Bin: bin, Relays: o.relays, Duration: o.duration, Rate: o.rate}
 	}
 	defer func() {
 		for _, cfg := range cfgs {
@@ -184,34 +214,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return app.Report(stderr, "verify", app.Badf("PostgreSQL: %w", err))
 		}
 	}
+	var plantNames []string
+	for _, p := range o.plants {
+		plantNames = append(plantNames, string(p))
+	}
 	fmt.Fprintf(stdout, "verify: seed %d, schedules %d..%d on %s, %d relays, %v each, %d at once, plant %q, histories in %s\n",
-		o.seed, o.first, o.first+o.schedules-1, strings.Join(o.stores, "+"), o.relays, o.duration, len(cfgs), o.plant, o.out)
+		o.seed, o.first, o.first+o.schedules-1, strings.Join(o.stores, "+"), o.relays, o.duration, len(cfgs), strings.Join(plantNames, ","), o.out)
 
-	var schedules []verify.Schedule
-	for _, store := range o.stores {
-		for i := o.first; i < o.first+o.schedules; i++ {
-			schedules = append(schedules, cfgs[0].NewSchedule(o.seed, i, store))
-		}
+	sums := map[plant.Name]*summary{}
+	for _, p := range runs {
+		sums[p] = &summary{faults: map[string]int{}}
 	}
-	var sum summary
-	sum.faults = map[string]int{}
 	start := time.Now()
-	for res := range runAll(ctx, cfgs, schedules) {
-		sum.add(res)
-		fmt.Fprintln(stdout, line(res))
+	for r := range runAll(ctx, cfgs, jobs) {
+		sums[r.plant].add(r.res)
+		fmt.Fprintln(stdout, line(r.plant, r.res))
 	}
-	sum.elapsed = time.Since(start)
-	sum.write(stdout, o.plant)
-	if o.plant != "" {
-		if sum.schedules > 0 && float64(sum.caught) >= 0.99*float64(sum.schedules) {
-			return 0
+	code := 0
+	for _, p := range runs {
+		sum := sums[p]
+		sum.elapsed = time.Since(start)
+		sum.write(stdout, p)
+		switch {
+		case ctx.Err() != nil:
+			code = 1
+		case p != "":
+			if sum.schedules == 0 || float64(sum.caught) < 0.99*float64(sum.schedules) {
+				code = 1
+			}
+		case sum.failed > 0:
+			code = 1
 		}
-		return 1
 	}
-	if sum.failed > 0 || ctx.Err() != nil {
-		return 1
-	}
-	return 0
+	return code
+}
+
+// job is one schedule to run, with the plant switched on for it.
+type job struct {
+	plant plant.Name
+	out   string
+	s     verify.Schedule
+}
+
+type result struct {
+	plant plant.Name
+	res   verify.Result
 }
 
 // startServers starts a throwaway PostgreSQL server for each config, at
@@ -230,14 +277,14 @@ func startServers(cfgs []*verify.Config) error {
 	return errors.Join(errs...)
 }
 
-// runAll runs the schedules, len(cfgs) at once, each worker on its own
-// config, and yields the results in schedule order. Once ctx is done, no
-// schedule is started and those not run are left out.
-func runAll(ctx context.Context, cfgs []*verify.Config, schedules []verify.Schedule) iter.Seq[verify.Result] {
-	return func(yield func(verify.Result) bool) {
-		results := make([]chan verify.Result, len(schedules))
+// runAll runs the jobs, len(cfgs) at once, each worker on its own config,
+// and yields the results in the jobs' order. Once ctx is done, no job is
+// started and those not run are left out.
+func runAll(ctx context.Context, cfgs []*verify.Config, jobs []job) iter.Seq[result] {
+	return func(yield func(result) bool) {
+		results := make([]chan result, len(jobs))
 		for i := range results {
-			results[i] = make(chan verify.Result, 1)
+			results[i] = make(chan result, 1)
 		}
 		next := make(chan int)
 		stop := make(chan struct{})
@@ -248,7 +295,10 @@ func runAll(ctx context.Context, cfgs []*verify.Config, schedules []verify.Sched
 				defer wg.Done()
 				for i := range next {
 					if ctx.Err() == nil {
-						results[i] <- cfg.Run(ctx, schedules[i])
+						// The worker's own config, used by one job
+						// at a time.
+						cfg.Plant, cfg.Out = jobs[i].plant, jobs[i].out
+						results[i] <- result{jobs[i].plant, cfg.Run(ctx, jobs[i].s)}
 					}
 					close(results[i])
 				}
@@ -256,7 +306,7 @@ func runAll(ctx context.Context, cfgs []*verify.Config, schedules []verify.Sched
 		}
 		go func() {
 			defer close(next)
-			for i := range schedules {
+			for i := range jobs {
 				select {
 				case next <- i:
 				case <-stop:
@@ -269,11 +319,11 @@ func runAll(ctx context.Context, cfgs []*verify.Config, schedules []verify.Sched
 		defer wg.Wait()
 		defer close(stop)
 		for _, ch := range results {
-			res, ok := <-ch
+			r, ok := <-ch
 			if !ok {
 				continue
 			}
-			if !yield(res) {
+			if !yield(r) {
 				return
 			}
 		}
@@ -293,7 +343,7 @@ func build(ctx context.Context, dir string, planted bool, stderr io.Writer) erro
 	return cmd.Run()
 }
 
-func line(r verify.Result) string {
+func line(p plant.Name, r verify.Result) string {
 	status := "ok"
 	switch {
 	case len(r.RunErrs) > 0:
@@ -301,7 +351,11 @@ func line(r verify.Result) string {
 	case len(r.Violations) > 0:
 		status = "VIOLATION"
 	}
-	s := fmt.Sprintf("%-9s %-8s schedule %4d seed %d: %d GUIDs, %d attempts, %d posted, %d faults, %d violations, %.1fs",
+	s := ""
+	if p != "" {
+		s = fmt.Sprintf("plant %s: ", p)
+	}
+	s += fmt.Sprintf("%-9s %-8s schedule %4d seed %d: %d GUIDs, %d attempts, %d posted, %d faults, %d violations, %.1fs",
 		status, r.Schedule.Store, r.Schedule.Index, r.Schedule.Seed, r.GUIDs, r.Attempts, r.Posted, total(r.Faults), len(r.Violations), r.Elapsed.Seconds())
 	if r.MissedWindows > 0 {
 		s += fmt.Sprintf(", %d early settles missed their window", r.MissedWindows)

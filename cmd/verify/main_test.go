@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -44,6 +45,7 @@ func TestBadArguments(t *testing.T) {
 	}{
 		{[]string{"--store", "oracle"}, `--store "oracle"`},
 		{[]string{"--plant", "nonsense"}, `--plant "nonsense": want one of reprocess-unknown`},
+		{[]string{"--plant", "reprocess-unknown,nonsense"}, `--plant "nonsense": want one of reprocess-unknown`},
 		{[]string{"--schedules", "0"}, "--schedules 0"},
 		{[]string{"--relays", "0"}, "--relays 0"},
 		{[]string{"--first", "-1"}, "--first -1"},
@@ -60,6 +62,26 @@ func TestBadArguments(t *testing.T) {
 			assert.Check(t, is.Equal(stdout.String(), ""))
 		})
 	}
+}
+
+// TestPlantLists: --plant takes one name, several separated by commas
+// (each once), or all.
+func TestPlantLists(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want []plant.Name
+	}{
+		{"forget-late-200", []plant.Name{plant.ForgetLate200}},
+		{"forget-late-200,reprocess-unknown,forget-late-200", []plant.Name{plant.ForgetLate200, plant.ReprocessUnknown}},
+		{"all", plant.All},
+	} {
+		o, err := parseArgs([]string{"--plant", tc.arg}, io.Discard)
+		assert.NilError(t, err)
+		assert.Check(t, is.DeepEqual(o.plants, tc.want), tc.arg)
+	}
+	o, err := parseArgs(nil, io.Discard)
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(o.plants, 0))
 }
 
 // TestListPlants: --list-plants names every planted mistake, for .ci/run.

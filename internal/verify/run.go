@@ -119,7 +119,13 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 		if w.pg == nil {
 			return fail(fmt.Errorf("no PostgreSQL server"))
 		}
-		direct, err := w.pg.Schema(ctx, fmt.Sprintf("verify_%d_%d", s.Seed, s.Index))
+		// Named by plant too: one run may run a schedule under each
+		// plant on the same server.
+		schema := fmt.Sprintf("verify_%d_%d", s.Seed, s.Index)
+		if cfg.Plant != "" {
+			schema += "_" + strings.ReplaceAll(string(cfg.Plant), "-", "_")
+		}
+		direct, err := w.pg.Schema(ctx, schema)
 		if err != nil {
 			return fail(err)
 		}
