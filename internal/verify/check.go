@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"sort"
@@ -69,6 +70,7 @@ var checks = []check{
 	{"settled-row-agrees-with-core", checkRow, true},
 	{"no-lookup-during-post", checkLookups, false},
 	{"history-accounts-for-every-transition", checkTransitions, false},
+	{"unknown-left-only-on-a-404", checkUnknownSettled, false},
 }
 
 // missedWindow reports whether the early-settle fault missed what it is
@@ -490,6 +492,37 @@ func checkTransitions(g *guidHistory) []string {
 		return append(shown, fmt.Sprintf("the history ends in %s attempts %d", stateString(cur.st, cur.rsp), cur.attempts), rowString(r))
 	}
 	return nil
+}
+
+// checkUnknownSettled: a row leaves UNKNOWN for FAILED only on the core's
+// word that the GUID was never posted, a lookup it answered 404: each such
+// change in the row's history (SPEC 6b) needs a 404 lookup of the GUID in
+// the core's truth log. A row whose result is unknown and that was taken
+// as not sent without asking (reprocess resending it, say) leaves UNKNOWN
+// with no lookup behind it, whether or not the core had posted it.
+func checkUnknownSettled(g *guidHistory) []string {
+	if g.h.entries == nil {
+		return nil
+	}
+	var ev []string
+	changes := 0
+	for _, e := range g.h.entries[g.guid] {
+		if e.StateBefore == ledger.StateUnknown && e.StateAfter == ledger.StateFailed {
+			changes++
+			ev = append(ev, entryString(e))
+		}
+	}
+	notFound := 0
+	for _, e := range g.lookups {
+		if e.Status == http.StatusNotFound {
+			notFound++
+			ev = append(ev, truthString(e))
+		}
+	}
+	if changes <= notFound {
+		return nil
+	}
+	return append(ev, fmt.Sprintf("%d changes from UNKNOWN to FAILED, %d lookups the core answered 404", changes, notFound))
 }
 
 func stateString(st ledger.State, rsp string) string {

@@ -280,3 +280,56 @@ func TestMissedWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownSettled: a row leaves UNKNOWN for FAILED only after a lookup
+// the core answered 404, one for each such change.
+func TestUnknownSettled(t *testing.T) {
+	f := newFixture(t)
+	arrive := coresim.TruthEvent{At: at(40), Ev: coresim.TruthArrive, GUID: testGUID}
+	lookup := func(ms, status int) coresim.TruthEvent {
+		return coresim.TruthEvent{At: at(ms), Ev: coresim.TruthLookup, GUID: testGUID, Status: status}
+	}
+	entry := func(ms int, from, fromRsp, to, toRsp string, attempts int) ledger.Entry {
+		return ledger.Entry{GUID: testGUID, At: at(ms), StateBefore: ledger.State(from), RspBefore: fromRsp,
+			StateAfter: ledger.State(to), RspAfter: toRsp, Attempts: attempts}
+	}
+	claim := entry(10, "", "", "SENT", "", 1)
+	unknown := entry(1000, "SENT", "", "UNKNOWN", codeUnknown, 1)
+	failed := entry(5000, "UNKNOWN", codeUnknown, "FAILED", codeNotSent, 1)
+	again := []ledger.Entry{entry(6000, "FAILED", codeNotSent, "SENT", "", 2), entry(7000, "SENT", "", "UNKNOWN", codeUnknown, 2),
+		entry(9000, "UNKNOWN", codeUnknown, "FAILED", codeNotSent, 2)}
+	for _, tc := range []struct {
+		name    string
+		entries []ledger.Entry
+		lookups []coresim.TruthEvent
+		fails   bool
+	}{
+		{name: "settled on a 404", entries: []ledger.Entry{claim, unknown, failed}, lookups: []coresim.TruthEvent{lookup(4990, 404)}},
+		{name: "no lookup", fails: true, entries: []ledger.Entry{claim, unknown, failed}},
+		{name: "a lookup about another GUID", fails: true, entries: []ledger.Entry{claim, unknown, failed}, lookups: []coresim.TruthEvent{lookup(4990, 200)}},
+		{name: "twice, on two 404s", entries: append([]ledger.Entry{claim, unknown, failed}, again...),
+			lookups: []coresim.TruthEvent{lookup(4990, 404), lookup(8990, 404)}},
+		{name: "twice, on one 404", fails: true, entries: append([]ledger.Entry{claim, unknown, failed}, again...),
+			lookups: []coresim.TruthEvent{lookup(4990, 404)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			last := tc.entries[len(tc.entries)-1]
+			row := f.row(ledger.StateFailed, codeNotSent, f.orig, nil)
+			r := row[testGUID]
+			r.Attempts = last.Attempts
+			row[testGUID] = r
+			h := history{tx: f.tx, attempts: []Attempt{f.attempt(codeUnknown, 0, 1000, f.orig)},
+				truth: append([]coresim.TruthEvent{arrive}, tc.lookups...), rows: row,
+				entries: map[string][]ledger.Entry{testGUID: tc.entries}}
+			var failed []string
+			for _, v := range h.check() {
+				failed = append(failed, v.Check)
+			}
+			if tc.fails {
+				assert.Check(t, is.DeepEqual(failed, []string{"unknown-left-only-on-a-404"}))
+			} else {
+				assert.Check(t, is.Len(failed, 0), "%v", failed)
+			}
+		})
+	}
+}

@@ -79,7 +79,11 @@
 //   - the row's history (SPEC 6b, Ledger.History) accounts for every
 //     transition: in time order its entries chain from no row to the
 //     settled row, each entry's before the previous one's after, attempts
-//     never going down and ending at the row's.
+//     never going down and ending at the row's;
+//   - a row leaves UNKNOWN for FAILED only on the core's word: each such
+//     change in its history needs a lookup of the GUID the core answered
+//     404 (a row whose result is unknown is never taken as not sent
+//     without asking, whether or not the core had posted it).
 //
 // A violation names the check, the GUID, the schedule's seed and the events
 // that show it; the GUID's whole history is written as an HTML page into
