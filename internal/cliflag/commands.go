@@ -30,7 +30,7 @@ var commandFlags = map[string][]string{
 	"coresim": {"accounts", "control", "delay", "limit", "listen", "log", "max-concurrent", "port", "service", "tls-cert", "tls-client-ca", "tls-key", "truth"},
 	"sandbox": {"core-listen", "db", "delay", "log-level", "metrics-addr", "relay", "timeout"},
 	"demo":    {"json", "keep-db", "verbose"},
-	"verify":  {"duration", "first", "list-plants", "out", "plant", "rate", "relays", "schedules", "seed", "store"},
+	"verify":  {"duration", "first", "list-plants", "out", "parallel", "plant", "rate", "relays", "schedules", "seed", "store"},
 }
 
 // otherVariables are LHRELAY_ variables read by something other than a
