@@ -90,6 +90,11 @@ var checks = []check{
 // lookup before the relay gave up (the relay's E901 then makes the row
 // UNKNOWN again, for settling to find it posted) leaves the GUID to every
 // check.
+//
+// The row must also have been settled FAILED on a lookup's 404 (its
+// history says so): an early lookup whose change was skipped (the relay's
+// E901 landed first) leaves the row UNKNOWN, and a second posting of an
+// UNKNOWN row is a resend nothing excuses (the reprocess-unknown plant).
 func (g *guidHistory) missedWindow() bool {
 	if !g.h.early[g.guid] || len(g.posted) < 2 || g.h.timeout <= 0 {
 		return false
@@ -99,6 +104,16 @@ func (g *guidHistory) missedWindow() bool {
 		if a.Code == codeOK {
 			return false
 		}
+	}
+	settled := false
+	for _, e := range g.h.entries[g.guid] {
+		if e.StateAfter == ledger.StateFailed && e.HTTPStatus == http.StatusNotFound &&
+			(e.StateBefore == ledger.StateUnknown || e.StateBefore == ledger.StateSent) {
+			settled = true
+		}
+	}
+	if !settled {
+		return false
 	}
 	for _, a := range g.attempts {
 		if a.Code != codeUnknown || a.Answered.Sub(a.Sent) < g.h.timeout || !a.Answered.Before(first) {

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
@@ -249,12 +250,25 @@ func TestMissedWindow(t *testing.T) {
 	again.At = at(3000)
 	truth := []coresim.TruthEvent{arrive, earlyLookup, first, {At: at(2990), Ev: coresim.TruthArrive, GUID: testGUID}, again}
 	doneOK := f.row(ledger.StateDone, codeOK, f.orig, f.answer)
+	r := doneOK[testGUID]
+	r.Attempts = 2 // the resend's
+	doneOK[testGUID] = r
 	early := map[string]bool{testGUID: true}
+	entry := func(ms int, from, fromRsp, to, toRsp string, attempts, status int) ledger.Entry {
+		return ledger.Entry{GUID: testGUID, At: at(ms), StateBefore: ledger.State(from), RspBefore: fromRsp,
+			StateAfter: ledger.State(to), RspAfter: toRsp, Attempts: attempts, Why: ledger.Why{HTTPStatus: status}}
+	}
+	// Claimed, E901, settled FAILED on the early lookup's 404, resent and
+	// posted again.
+	entries := []ledger.Entry{entry(10, "", "", "SENT", "", 1, 0), entry(1005, "SENT", "", "UNKNOWN", codeUnknown, 1, 0),
+		entry(1025, "UNKNOWN", codeUnknown, "FAILED", codeNotSent, 1, 404),
+		entry(2980, "FAILED", codeNotSent, "SENT", codeNotSent, 2, 0), entry(3010, "SENT", codeNotSent, "DONE", codeOK, 2, 200)}
 	for _, tc := range []struct {
-		name    string
-		attempt Attempt
-		early   map[string]bool
-		missed  bool
+		name     string
+		attempt  Attempt
+		early    map[string]bool
+		noSettle bool // the early lookup's change was skipped: the row stayed UNKNOWN
+		missed   bool
 	}{
 		{name: "relay gave up before the posting", attempt: f.attempt(codeUnknown, 0, 1010, f.orig), early: early, missed: true},
 		{name: "relay heard the 200", attempt: f.attempt(codeOK, 0, 1060, f.orig), early: early},
@@ -262,9 +276,14 @@ func TestMissedWindow(t *testing.T) {
 		{name: "E901 after the posting", attempt: f.attempt(codeUnknown, 0, 1100, f.orig), early: early},
 		{name: "early lookup before the relay gave up", attempt: f.attempt(codeUnknown, 30, 1030, f.orig), early: early},
 		{name: "not settled early", attempt: f.attempt(codeUnknown, 0, 1010, f.orig)},
+		{name: "the early lookup changed nothing", attempt: f.attempt(codeUnknown, 0, 1010, f.orig), early: early, noSettle: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := history{tx: f.tx, attempts: []Attempt{tc.attempt}, truth: truth, rows: doneOK, early: tc.early, timeout: time.Second}
+			h := history{tx: f.tx, attempts: []Attempt{tc.attempt}, truth: truth, rows: doneOK, early: tc.early, timeout: time.Second,
+				entries: map[string][]ledger.Entry{testGUID: entries}}
+			if tc.noSettle {
+				h.entries = map[string][]ledger.Entry{testGUID: append(slices.Clone(entries[:2]), entries[3:]...)}
+			}
 			vs := h.check()
 			if tc.missed {
 				assert.Check(t, is.Len(vs, 0), "%+v", vs)

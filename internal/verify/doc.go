@@ -37,7 +37,9 @@
 // relay may give up on such a call (E901 after its whole timeout) before
 // the core answers: then nobody hears the late 200, the row stays FAILED
 // though posted, and reprocess posts it again. Such a GUID (its early
-// settle missed its window) is exempt from the two checks that second
+// settle missed its window: the relay's E901 after its whole timeout and
+// before the posting, then the early lookup's 404 settling the row
+// FAILED, as its history shows) is exempt from the two checks that second
 // posting breaks, and counted in the schedule's line and the summary.
 //
 // After the traffic the run is quiesced (channels done, faults disarmed, no
