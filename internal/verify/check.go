@@ -328,7 +328,13 @@ func checkNotSent(g *guidHistory) []string {
 				continue
 			}
 			for j, o := range g.attempts {
-				if j != i && couldSend(o) && !e.At.Before(o.Sent) && !e.At.After(o.Answered) {
+				// An attempt never answered (its connection dropped, its
+				// relay killed) may reach the core after the channel
+				// gave up on it: the kernel still delivers what the
+				// relay had written, and a stopping relay finishes its
+				// calls.
+				unanswered := o.Code == ""
+				if j != i && couldSend(o) && !e.At.Before(o.Sent) && (unanswered || !e.At.After(o.Answered)) {
 					continue arrivals
 				}
 			}

@@ -92,6 +92,10 @@ func TestChecks(t *testing.T) {
 		{name: "E902 while another attempt was in flight", h: history{
 			attempts: []Attempt{f.attempt(codeNotSent, 0, 100, f.orig), f.attempt(codeUnknown, 30, 1030, f.orig)},
 			truth:    []coresim.TruthEvent{arrive}, rows: f.row(ledger.StateFailed, codeNotSent, f.orig, nil)}},
+		{name: "E902 after an attempt never answered", h: history{
+			attempts: []Attempt{{GUID: testGUID, Sent: at(0), Answered: at(20), Err: "connection closed before an answer", Request: f.orig},
+				f.attempt(codeNotSent, 30, 100, f.orig)},
+			truth: []coresim.TruthEvent{arrive}, rows: f.row(ledger.StateFailed, codeNotSent, f.orig, nil)}},
 		{name: "E902 while reprocess ran", h: history{
 			attempts:  []Attempt{f.attempt(codeNotSent, 0, 100, f.orig)},
 			reprocess: []span{{at(35), at(45)}},

@@ -61,7 +61,8 @@
 //     posted;
 //   - no E902 for an attempt whose request reached the core: a POST of the
 //     GUID that arrived at the core while the attempt was in flight, when
-//     no other attempt of the GUID and no reprocess run could have sent it,
+//     no other attempt of the GUID and no reprocess run could have sent it
+//     (an attempt never answered may reach the core at any later time),
 //     contradicts E902;
 //   - E904 exactly for a body other than the one the ledger holds: such a
 //     body is never answered as processed (it may get E902, which sends
