@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"lhrelay/internal/coresim"
@@ -71,6 +72,7 @@ var checks = []check{
 	{"no-lookup-during-post", checkLookups, false},
 	{"history-accounts-for-every-transition", checkTransitions, false},
 	{"unknown-left-only-on-a-404", checkUnknownSettled, false},
+	{"relay-settles-only-old-rows", checkSettleAge, false},
 }
 
 // missedWindow reports whether the early-settle fault missed what it is
@@ -544,6 +546,48 @@ func checkUnknownSettled(g *guidHistory) []string {
 		return nil
 	}
 	return append(ev, fmt.Sprintf("%d changes from UNKNOWN to FAILED, %d lookups the core answered 404", changes, notFound))
+}
+
+// settleAgeSlack is what checkSettleAge allows between the database time
+// the history stamps on a change and the row's updated_at of the same
+// transaction (stamped at its start, before the batch's statements ran).
+// Ages measured by another clock are wrong by minutes, not by this.
+const settleAgeSlack = time.Second
+
+// checkSettleAge: a relay settles a row (SPEC 5.11, 6a) only once it has
+// been UNKNOWN for --settle-min-age or SENT for --stale-sent by the
+// database's clock. The row's history stamps every change by that clock,
+// so the age a settling change acted on is the time since the change
+// before it. A settling that measured ages by another clock shows here
+// as a change too soon after the previous one, whether or not a POST was
+// at the core at that moment (no-lookup-during-post sees only the
+// latter). Only the relays' settling is checked: the settling phase's
+// resolve runs with no age on purpose, and so does the early settle.
+func checkSettleAge(g *guidHistory) []string {
+	if g.h.entries == nil {
+		return nil
+	}
+	es := slices.Clone(g.h.entries[g.guid])
+	slices.SortStableFunc(es, func(a, b ledger.Entry) int { return a.At.Compare(b.At) })
+	var prev *ledger.Entry // the last change of the row's state or code
+	for i := range es {
+		e := &es[i]
+		settling := strings.HasPrefix(e.Reason, "lookup ") || strings.HasPrefix(e.Reason, "stale SENT, ")
+		if prev != nil && e.Command == "relay" && settling {
+			need := minAgeDuration
+			if e.StateBefore == ledger.StateSent {
+				need = staleSentDuration
+			}
+			if age := e.At.Sub(prev.At); age < need-settleAgeSlack {
+				return []string{entryString(*prev), entryString(*e),
+					fmt.Sprintf("a relay settled the row %v after its last change, by the database's clock; it waits %v", age.Round(time.Millisecond), need)}
+			}
+		}
+		if e.StateBefore != e.StateAfter || e.RspBefore != e.RspAfter {
+			prev = e
+		}
+	}
+	return nil
 }
 
 func stateString(st ledger.State, rsp string) string {

@@ -356,3 +356,35 @@ func TestUnknownSettled(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleAge: a relay's settling change comes at least its age after the
+// row's last change, by the history's clock; resolve's (run with no age in
+// the settling phase) and notes that change nothing are not ages.
+func TestSettleAge(t *testing.T) {
+	entry := func(ms int, by, why string, from, to ledger.State) ledger.Entry {
+		return ledger.Entry{GUID: testGUID, At: at(ms), Command: by, Why: ledger.Why{Reason: why},
+			StateBefore: from, StateAfter: to, Attempts: 1}
+	}
+	claim := entry(0, "relay", "claimed", "", ledger.StateSent)
+	unknown := entry(1000, "relay", "core did not answer", ledger.StateSent, ledger.StateUnknown)
+	note := entry(4000, "relay", "note", ledger.StateUnknown, ledger.StateUnknown)
+	for _, tc := range []struct {
+		name    string
+		entries []ledger.Entry
+		fails   bool
+	}{
+		{name: "UNKNOWN settled after its age", entries: []ledger.Entry{claim, unknown, entry(5000, "relay", "lookup 404: never posted", ledger.StateUnknown, ledger.StateFailed)}},
+		{name: "UNKNOWN settled at once", fails: true, entries: []ledger.Entry{claim, unknown, entry(1010, "relay", "lookup 404: never posted", ledger.StateUnknown, ledger.StateFailed)}},
+		{name: "a note is not a change", entries: []ledger.Entry{claim, unknown, note, entry(5000, "relay", "lookup 200: posted", ledger.StateUnknown, ledger.StateDone)}},
+		{name: "SENT settled after its age", entries: []ledger.Entry{claim, entry(7000, "relay", "stale SENT, lookup 404: never posted", ledger.StateSent, ledger.StateFailed)}},
+		{name: "SENT settled as soon as UNKNOWN would be", fails: true, entries: []ledger.Entry{claim, entry(4500, "relay", "stale SENT, lookup 404: never posted", ledger.StateSent, ledger.StateFailed)}},
+		{name: "resolve with no age", entries: []ledger.Entry{claim, unknown, entry(1010, "resolve", "lookup 404: never posted", ledger.StateUnknown, ledger.StateFailed)}},
+		{name: "the relay's own outcome", entries: []ledger.Entry{claim, entry(5, "relay", "core answered 200", ledger.StateSent, ledger.StateDone)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &guidHistory{h: &history{entries: map[string][]ledger.Entry{testGUID: tc.entries}}, guid: testGUID}
+			ev := checkSettleAge(g)
+			assert.Check(t, is.Equal(ev != nil, tc.fails), "%v", ev)
+		})
+	}
+}

@@ -86,7 +86,12 @@
 //   - a row leaves UNKNOWN for FAILED only on the core's word: each such
 //     change in its history needs a lookup of the GUID the core answered
 //     404 (a row whose result is unknown is never taken as not sent
-//     without asking, whether or not the core had posted it).
+//     without asking, whether or not the core had posted it);
+//   - a relay settles a row only once it is old enough by the database's
+//     clock: a settling change in the history comes at least
+//     --settle-min-age (UNKNOWN) or --stale-sent (SENT) after the row's
+//     previous change, both stamped by that clock, whatever other clock
+//     the settling read.
 //
 // A violation names the check, the GUID, the schedule's seed and the events
 // that show it; the GUID's whole history is written as an HTML page into

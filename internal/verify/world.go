@@ -33,6 +33,12 @@ const (
 	staleSent = "7"
 )
 
+// The same ages as durations, for the checker (checkSettleAge).
+const (
+	minAgeDuration    = 4 * time.Second
+	staleSentDuration = 7 * time.Second
+)
+
 // coreCapacity is the requests the core serves at once (the rest queue):
 // the core-overload fault gives each a service time.
 const coreCapacity = 8
