@@ -3,7 +3,10 @@
 // connection right after passing a COMMIT on, so that the server commits
 // and the client never hears the answer (the answer to a COMMIT lost in a
 // restart, a failover or a network cut). It can also cut every connection
-// at once. Everything else passes unchanged, both ways.
+// at once, or cut a connection at a COMMIT without passing it on, so that
+// the client's COMMIT never lands (the server rolls back) and the client
+// cannot tell it from a lost answer. Everything else passes unchanged,
+// both ways.
 //
 // It reads the client's side of the protocol (startup, then typed
 // messages) to find the COMMIT: a simple query "COMMIT" (or "END"), or an
@@ -31,8 +34,10 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	commitCuts atomic.Int64 // COMMITs still to cut after
-	cut        atomic.Int64 // connections cut after a COMMIT so far
+	commitCuts  atomic.Int64 // COMMITs still to cut after
+	cut         atomic.Int64 // connections cut after a COMMIT so far
+	commitDrops atomic.Int64 // COMMITs still to drop
+	dropped     atomic.Int64 // connections cut at a COMMIT not passed on so far
 
 	mu     sync.Mutex
 	conns  map[*link]struct{}
@@ -64,6 +69,18 @@ func (p *Proxy) CutAfterCommits(n int) { p.commitCuts.Store(int64(n)) }
 
 // CommitsCut is how many connections were cut after a COMMIT so far.
 func (p *Proxy) CommitsCut() int { return int(p.cut.Load()) }
+
+// DropCommits arms the proxy: each of the next n COMMITs, on any
+// connection, is not passed on, and that connection is cut, both sides:
+// the server rolls the transaction back, and the client, whose COMMIT was
+// sent, cannot know whether it landed. Only a simple-query COMMIT is
+// dropped (pgx sends one so): an extended-protocol one has run on the
+// server before its Sync shows it. Armed with CutAfterCommits too, drops
+// go first.
+func (p *Proxy) DropCommits(n int) { p.commitDrops.Store(int64(n)) }
+
+// CommitsDropped is how many COMMITs were dropped so far.
+func (p *Proxy) CommitsDropped() int { return int(p.dropped.Load()) }
 
 // CutAll closes every connection open now, both sides (a network cut).
 func (p *Proxy) CutAll() {
@@ -212,6 +229,10 @@ func (l *link) toServer() {
 			}
 		case 'S':
 			commit, parsedCommit = parsedCommit, false
+		}
+		if commit && typ == 'Q' && l.p.commitDrops.Load() > 0 && l.p.commitDrops.Add(-1) >= 0 {
+			l.p.dropped.Add(1)
+			return // closes both sides: the COMMIT never reaches the server
 		}
 		if commit && l.p.commitCuts.Load() > 0 && l.p.commitCuts.Add(-1) >= 0 {
 			cutting = true

@@ -73,3 +73,40 @@ func TestCutAfterCommit(t *testing.T) {
 		return poll.Success()
 	}, poll.WithTimeout(10*time.Second))
 }
+
+// A COMMIT dropped: the client's COMMIT fails as a lost answer would, and
+// the server never commits; the next connection passes unchanged.
+func TestDropCommit(t *testing.T) {
+	u := pgtest.URL(t)
+	pu, err := url.Parse(u)
+	assert.NilError(t, err)
+	p, err := Start(pu.Host)
+	assert.NilError(t, err)
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	c, err := pgx.Connect(ctx, through(t, u, p))
+	assert.NilError(t, err)
+	_, err = c.Exec(ctx, `CREATE TABLE t(v int)`)
+	assert.NilError(t, err)
+	tx, err := c.Begin(ctx)
+	assert.NilError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO t VALUES (1)`)
+	assert.NilError(t, err)
+	p.DropCommits(1)
+	assert.Assert(t, tx.Commit(ctx) != nil, "the client heard an answer to a dropped COMMIT")
+	assert.Equal(t, p.CommitsDropped(), 1)
+	c.Close(ctx)
+
+	c, err = pgx.Connect(ctx, through(t, u, p))
+	assert.NilError(t, err)
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, `INSERT INTO t VALUES (2)`)
+	assert.NilError(t, err)
+	rows, err := c.Query(ctx, `SELECT v FROM t ORDER BY v`)
+	assert.NilError(t, err)
+	vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	assert.NilError(t, err)
+	assert.DeepEqual(t, vs, []int{2})
+}
