@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"lhrelay/internal/plant"
+	"strconv"
 	"time"
 )
 
@@ -14,18 +15,20 @@ import (
 // expects (SPEC 6).
 const (
 	// The claim: one statement, never "select, then insert".
-	sqlClaimInsert = `INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
-VALUES (?, ?, 'SENT', '', ?, NULL, 1, CURRENT_TIMESTAMP)
+	// claim_token is the claim's own (newClaimToken), so that an abandon
+	// takes only its own claim's row (AbandonClaim).
+	sqlClaimInsert = `INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at, claim_token)
+VALUES (?, ?, 'SENT', '', ?, NULL, 1, CURRENT_TIMESTAMP, ?)
 ON CONFLICT(guid) DO NOTHING`
 
 	sqlClaimExisting = `SELECT tx_code, state, rsp_code, request, response, attempts FROM tx WHERE guid = ?`
 
-	// FAILED → SENT, in one conditional statement. rsp_code is left as it
-	// was, so RETURNING gives the one before.
-	sqlReclaim = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP
+	// FAILED → SENT, in one conditional statement, with the new claim's
+	// token. rsp_code is left as it was, so RETURNING gives the one before.
+	sqlReclaim = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP, claim_token = ?
 WHERE guid = ? AND state = 'FAILED' RETURNING attempts, rsp_code`
 
-	sqlReclaimBelow = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP
+	sqlReclaimBelow = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP, claim_token = ?
 WHERE guid = ? AND state = 'FAILED' AND COALESCE(attempts, 0) < ? RETURNING attempts, rsp_code`
 
 	// A transition. SET expressions see the row as it was, so
@@ -133,6 +136,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		}
 	}
 	var c Claim
+	token := l.newClaimToken()
 	err := l.st.do(ctx, operation{guid: r.GUID, run: func(tx stmts) error {
 		c = Claim{}
 		var row existingRow
@@ -140,7 +144,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		// (purge, on a store where those are two transactions) is gone:
 		// claim again. Twice is enough, since purge only takes old rows.
 		for try := 0; ; try++ {
-			n, err := tx.changeOne(sqlClaimInsert, []any{r.GUID, r.TxCode, r.Frame},
+			n, err := tx.changeOne(sqlClaimInsert, []any{r.GUID, r.TxCode, r.Frame, token},
 				pending{guid: r.GUID, stateAfter: StateSent, attempts: 1, why: Why{Reason: reasonClaimed}})
 			if err != nil {
 				return fmt.Errorf("insert: %w", err)
@@ -164,7 +168,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		}
 		if found.Outcome == NeedsClaim {
 			var a int64
-			n, err := tx.change(sqlReclaim, []any{r.GUID}, reclaimed(r.GUID, reasonReclaimed, &a))
+			n, err := tx.change(sqlReclaim, []any{token, r.GUID}, reclaimed(r.GUID, reasonReclaimed, &a))
 			switch {
 			case err == nil && n == 0:
 				// Another relay (or, on SQLite, nobody: the writer holds
@@ -184,9 +188,9 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 	if err != nil {
 		l.countError(opClaim, err)
 		if errors.Is(err, ErrUnconfirmed) && c.Outcome == Owned {
-			// The row may exist, SENT, with these attempts: the caller
-			// must be able to abandon it (AbandonClaim).
-			err = &UnconfirmedClaimError{GUID: r.GUID, Attempts: c.Attempts, Err: err}
+			// The row may exist, SENT, with these attempts and this
+			// token: the caller must be able to abandon it (AbandonClaim).
+			err = &UnconfirmedClaimError{GUID: r.GUID, Attempts: c.Attempts, Token: token, Err: err}
 		}
 		return Claim{}, fmt.Errorf("ledger: claim %s: %w", r.GUID, err)
 	}
@@ -343,7 +347,7 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) 
 		return nil, fmt.Errorf("finish: attempts %d: want the claim's (1 or more)", attempts)
 	}
 	d := l.st.dialect()
-	outcome, err := claimTransitionOp(d, guid, StateSent, attempts, o)
+	outcome, err := claimTransitionOp(d, guid, StateSent, attempts, "", o)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +374,7 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) 
 		// the operation's only write. (Built here: it is rare.)
 		lateO := o
 		lateO.Why.Reason = "late answer, recorded over FAILED (settled while the call was under way): " + o.Why.Reason
-		late, _ := claimTransitionOp(d, guid, StateFailed, attempts, lateO)
+		late, _ := claimTransitionOp(d, guid, StateFailed, attempts, "", lateO)
 		if err := late(tx); err != nil {
 			return err
 		}
@@ -386,11 +390,15 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) 
 // sent), so that the channel's resend is served instead of refused as in
 // progress (SPEC 6). A row not in that state (the claim never landed, or
 // it was settled since) changes nothing: the error matches ErrStateChanged.
-func (l *Ledger) AbandonClaim(ctx context.Context, guid string, attempts int, o Outcome) error {
+func (l *Ledger) AbandonClaim(ctx context.Context, guid string, attempts int, token string, o Outcome) error {
 	if o.State != StateFailed {
 		return fmt.Errorf("ledger: abandon claim %s: to state %q: want FAILED", guid, o.State)
 	}
-	run, err := claimTransitionOp(l.st.dialect(), guid, StateSent, attempts, o)
+	if token == "" {
+		// Without its token the row found may be another claim's.
+		return fmt.Errorf("ledger: abandon claim %s: no claim token", guid)
+	}
+	run, err := claimTransitionOp(l.st.dialect(), guid, StateSent, attempts, token, o)
 	if err == nil {
 		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
 		l.countError(opTransition, err)
@@ -424,14 +432,17 @@ func (l *Ledger) Transition(ctx context.Context, guid string, from State, o Outc
 
 // transitionOp returns the writer operation for one conditional transition.
 func transitionOp(d *dialect, guid string, from State, o Outcome) (opFunc, error) {
-	return claimTransitionOp(d, guid, from, 0, o)
+	return claimTransitionOp(d, guid, from, 0, "", o)
 }
 
 // claimTransitionOp is transitionOp that, when attempts > 0, also requires
 // the row's attempts to be exactly that: the transition of one claim's
 // row. Every transition of the state machine is one of these: a single
 // UPDATE conditional on what it expects, its affected rows deciding.
-func claimTransitionOp(d *dialect, guid string, from State, attempts int, o Outcome) (opFunc, error) {
+//
+// A token (with attempts > 0) also requires the row's claim_token: the row
+// is then that one claim's, and no other claim's with the same attempts.
+func claimTransitionOp(d *dialect, guid string, from State, attempts int, token string, o Outcome) (opFunc, error) {
 	if o.State == StateDone && len(o.Response) == 0 {
 		// A DONE row is answered by replaying its response: without one
 		// every retry of this GUID would fail.
@@ -445,15 +456,23 @@ func claimTransitionOp(d *dialect, guid string, from State, attempts int, o Outc
 		return pending{guid: guid, stateBefore: from, rspBefore: before.String, stateAfter: o.State, rspAfter: o.RspCode,
 			attempts: int(a.Int64), why: o.Why}
 	}
-	q, readQ, returnQ := sqlTransition, sqlRowBefore, sqlTransitionReturning
+	q, readQ, returnQ, freshQ := sqlTransition, sqlRowBefore, sqlTransitionReturning, sqlTransitionOfFreshClaim
 	// Each value is boxed once and shared by both statements; numbers go
 	// as int64, which database/sql passes on without reflection.
 	g, f := any(guid), from.arg()
 	args := []any{o.State.arg(), o.RspCode, o.Response, g, f, nil}
-	if attempts > 0 {
+	switch {
+	case attempts > 0 && token != "":
+		// Rare (an abandon): built here.
+		const ofToken = ` AND claim_token = ?`
+		q, readQ = sqlTransitionOfClaim+ofToken, sqlRowBeforeOfClaim+ofToken
+		returnQ, freshQ = q+sqlReturnBefore, q+` AND rsp_code = ''`
+		args[5] = int64(attempts)
+		args = append(args, token)
+	case attempts > 0:
 		q, readQ, returnQ = sqlTransitionOfClaim, sqlRowBeforeOfClaim, sqlTransitionOfClaimReturning
 		args[5] = int64(attempts)
-	} else {
+	default:
 		args = args[:5]
 	}
 	readArgs := args[3:]
@@ -468,7 +487,7 @@ func claimTransitionOp(d *dialect, guid string, from State, attempts int, o Outc
 			// that requires exactly that both changes it and proves the
 			// entry's before state, with nothing to read or return. It
 			// writes nothing otherwise, and the statements below decide.
-			n, err = tx.changeOne(sqlTransitionOfFreshClaim, args, entry(nullInt{Int64: int64(attempts), Valid: true}, nullString{Valid: true}))
+			n, err = tx.changeOne(freshQ, args, entry(nullInt{Int64: int64(attempts), Valid: true}, nullString{Valid: true}))
 			if err != nil {
 				return fmt.Errorf("update: %w", err)
 			}
@@ -568,15 +587,16 @@ func (l *Ledger) ReclaimBelow(ctx context.Context, guid string, maxAttempts int)
 
 func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int, error) {
 	var a int64
+	token := l.newClaimToken()
 	err := l.st.do(ctx, operation{guid: guid, run: func(tx stmts) error {
 		var (
 			n   int64
 			err error
 		)
 		if maxAttempts > 0 {
-			n, err = tx.change(sqlReclaimBelow, []any{guid, maxAttempts}, reclaimed(guid, fmt.Sprintf("re-claimed to resend (attempts below %d)", maxAttempts), &a))
+			n, err = tx.change(sqlReclaimBelow, []any{token, guid, maxAttempts}, reclaimed(guid, fmt.Sprintf("re-claimed to resend (attempts below %d)", maxAttempts), &a))
 		} else {
-			n, err = tx.change(sqlReclaim, []any{guid}, reclaimed(guid, "re-claimed to resend", &a))
+			n, err = tx.change(sqlReclaim, []any{token, guid}, reclaimed(guid, "re-claimed to resend", &a))
 		}
 		if err == nil && n == 0 {
 			return stateError(tx, guid, StateFailed, 0, fmt.Sprintf("attempts limit %d reached", maxAttempts))
@@ -667,4 +687,10 @@ ON CONFLICT(guid) DO UPDATE SET state = 'SENT', updated_at = CURRENT_TIMESTAMP`,
 		return err
 	}})
 	return Claim{Outcome: Owned, Attempts: 1}, err == nil
+}
+
+// newClaimToken returns a value no other claim has, on any relay sharing
+// the database: this Ledger's random prefix and a count.
+func (l *Ledger) newClaimToken() string {
+	return l.tokenPrefix + strconv.FormatUint(l.claims.Add(1), 36)
 }

@@ -205,11 +205,15 @@
 // call the core for it. E902 is still the right answer, because what it
 // promises holds: the core was not called, and resending the same GUID is
 // safe. Such a claim's error is an *UnconfirmedClaimError (ErrUnconfirmed)
-// carrying its attempts, and AbandonClaim turns its row, if it turns out
-// to exist still SENT with those attempts, into FAILED/E902 (one
-// conditional UPDATE), so that the channel's resend re-claims it and sends
-// it once (the relay does this in the background as soon as the database
-// answers). A claim is never run again after an unknown COMMIT: it would
+// carrying its attempts and its claim token, and AbandonClaim turns its
+// row, if it turns out to exist still SENT with those attempts and that
+// token, into FAILED/E902 (one conditional UPDATE), so that the channel's
+// resend re-claims it and sends it once (the relay does this in the
+// background as soon as the database answers). The token matters: a claim
+// whose COMMIT never landed leaves the GUID free, and a fresh claim of it
+// has the same attempts (1) and may have its call under way; attempts
+// alone would let the abandon make that row FAILED mid-call, and the
+// resend then post it twice. A claim is never run again after an unknown COMMIT: it would
 // find its own row and take it for another relay's.
 //
 // A COMMIT that the server reports done with the warning "canceling wait

@@ -73,6 +73,16 @@ func eachStore(t *testing.T, fn func(t *testing.T, l *Ledger), opts ...Option) {
 // raw reaches l's rows from outside the package, as another process would.
 func raw(t testing.TB, l *Ledger) *testkit.Raw { return testkit.OpenRaw(t, l.Path(), IsURL(l.Path())) }
 
+// tokenOf reads the claim token of guid's row: the one an unconfirmed
+// claim's error would carry, had its commit landed.
+func tokenOf(t testing.TB, l *Ledger, guid string) string {
+	t.Helper()
+	var token string
+	assert.NilError(t, raw(t, l).QueryRow(`SELECT claim_token FROM tx WHERE guid = ?`, []any{guid}, &token))
+	assert.Assert(t, token != "", "row %s has no claim token", guid)
+	return token
+}
+
 // sqliteOf is l's SQLite store, for the tests of its writer.
 func sqliteOf(l *Ledger) *sqliteStore { return l.st.(*sqliteStore) }
 

@@ -501,7 +501,7 @@ func TestHistoryOfLateAnswersAndAbandonedClaims(t *testing.T) {
 		abandoned := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		_, err = l.Claim(ctx, abandoned)
 		assert.NilError(t, err)
-		assert.NilError(t, l.AbandonClaim(ctx, abandoned.GUID, 1, Outcome{State: StateFailed, RspCode: codeNoConnect,
+		assert.NilError(t, l.AbandonClaim(ctx, abandoned.GUID, 1, tokenOf(t, l, abandoned.GUID), Outcome{State: StateFailed, RspCode: codeNoConnect,
 			Why: Why{Reason: "claim's commit not confirmed by the database; the core was not called"}}))
 		assert.DeepEqual(t, changesOf(history(t, l, abandoned.GUID))[1], change{StateSent, StateFailed, "", codeNoConnect, 1,
 			"claim's commit not confirmed by the database; the core was not called"})

@@ -3,10 +3,14 @@ package ledger
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strings"
 	"testing"
 
 	"gotest.tools/v3/assert"
 
+	"lhrelay/internal/faultproxy"
+	"lhrelay/internal/pgtest"
 	"lhrelay/internal/testkit"
 )
 
@@ -81,7 +85,8 @@ func TestAbandonClaim(t *testing.T) {
 		c, err := l.Claim(ctx, r)
 		assert.NilError(t, err)
 		o := Outcome{Why: Why{Reason: "test"}, State: StateFailed, RspCode: codeNoConnect, Response: responseFrame(r.GUID, codeNoConnect)}
-		assert.NilError(t, l.AbandonClaim(ctx, r.GUID, c.Attempts, o))
+		token := tokenOf(t, l, r.GUID)
+		assert.NilError(t, l.AbandonClaim(ctx, r.GUID, c.Attempts, token, o))
 		row, err := l.Get(ctx, r.GUID)
 		assert.NilError(t, err)
 		assert.Equal(t, row.State, StateFailed)
@@ -91,10 +96,88 @@ func TestAbandonClaim(t *testing.T) {
 		c2, err := l.Claim(ctx, r)
 		assert.NilError(t, err)
 		assert.Equal(t, c2.Outcome, Owned)
-		err = l.AbandonClaim(ctx, r.GUID, c.Attempts, o)
+		err = l.AbandonClaim(ctx, r.GUID, c.Attempts, token, o)
 		assert.Check(t, errors.Is(err, ErrStateChanged), "got %v", err)
 		// A claim that never landed: nothing to abandon.
-		err = l.AbandonClaim(ctx, testkit.GUID(), 1, o)
+		err = l.AbandonClaim(ctx, testkit.GUID(), 1, token, o)
 		assert.Check(t, errors.Is(err, ErrNotFound), "got %v", err)
 	})
+}
+
+// An abandon takes only its own claim's row: (GUID, attempts) does not
+// identify a claim. A claim whose COMMIT never landed leaves the GUID free;
+// a fresh claim of it (attempts 1 too) then owns the row, and the first
+// claim's abandon must leave it SENT, or its call under way would be taken
+// for one that never happened and the resend posted again.
+func TestAbandonClaimLeavesAnotherClaimsRow(t *testing.T) {
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		ctx := context.Background()
+		o := Outcome{Why: Why{Reason: "test"}, State: StateFailed, RspCode: codeNoConnect}
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+		c, err := l.Claim(ctx, r)
+		assert.NilError(t, err)
+		first := tokenOf(t, l, r.GUID)
+
+		err = l.AbandonClaim(ctx, r.GUID, c.Attempts, "a claim that never landed", o)
+		assert.Check(t, errors.Is(err, ErrStateChanged), "got %v", err)
+		row, err := l.Get(ctx, r.GUID)
+		assert.NilError(t, err)
+		assert.Equal(t, row.State, StateSent)
+		assert.Equal(t, len(history(t, l, r.GUID)), 1, "the refused abandon writes no history")
+
+		// A re-claim is a claim of its own: a new token.
+		assert.NilError(t, l.Finish(ctx, r.GUID, c.Attempts, o))
+		again, err := l.Claim(ctx, r)
+		assert.NilError(t, err)
+		assert.Equal(t, again.Outcome, Owned)
+		assert.Check(t, tokenOf(t, l, r.GUID) != first)
+		n, err := l.Reclaim(ctx, r.GUID)
+		assert.Check(t, errors.Is(err, ErrStateChanged), "got %d, %v", n, err)
+		assert.NilError(t, l.Finish(ctx, r.GUID, again.Attempts, o))
+		before := tokenOf(t, l, r.GUID)
+		_, err = l.Reclaim(ctx, r.GUID)
+		assert.NilError(t, err)
+		assert.Check(t, tokenOf(t, l, r.GUID) != before, "reprocess's re-claim gets its own token")
+		mustAudit(t, l)
+	})
+}
+
+// Schedule 289 of verify on PostgreSQL: a claim's COMMIT never reaches the
+// server (its answer is lost with it), and a fresh claim of the same GUID
+// owns the row with attempts 1; the first claim's abandon leaves that row
+// alone, and the fresh claim's outcome lands.
+func TestAbandonOfAClaimThatNeverLanded(t *testing.T) {
+	u := pgtest.URL(t)
+	pu, err := url.Parse(u)
+	assert.NilError(t, err)
+	p, err := faultproxy.Start(pu.Host)
+	assert.NilError(t, err)
+	t.Cleanup(func() { p.Close() })
+	l := openLedger(t, strings.Replace(u, pu.Host, p.Addr(), 1))
+	ctx := context.Background()
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+
+	p.DropCommits(1)
+	_, err = l.Claim(ctx, r)
+	var uc *UnconfirmedClaimError
+	assert.Assert(t, errors.As(err, &uc), "got %v", err)
+	assert.Equal(t, p.CommitsDropped(), 1)
+	assert.Equal(t, uc.Attempts, 1)
+	_, err = l.Get(ctx, r.GUID)
+	assert.Check(t, errors.Is(err, ErrNotFound), "the dropped claim landed: %v", err)
+
+	c, err := l.Claim(ctx, r)
+	assert.NilError(t, err)
+	assert.Equal(t, c.Outcome, Owned)
+	assert.Equal(t, c.Attempts, uc.Attempts, "the same (GUID, attempts): only the token tells the claims apart")
+
+	o := Outcome{Why: Why{Reason: "claim's commit not confirmed"}, State: StateFailed, RspCode: codeNoConnect}
+	err = l.AbandonClaim(ctx, uc.GUID, uc.Attempts, uc.Token, o)
+	assert.Check(t, errors.Is(err, ErrStateChanged), "got %v", err)
+	row, err := l.Get(ctx, r.GUID)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, StateSent, "the fresh claim's call is under way")
+	assert.NilError(t, l.Finish(ctx, r.GUID, c.Attempts, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}))
+	assert.Equal(t, l.LateAnswers(), uint64(0))
+	mustAudit(t, l)
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -140,6 +141,10 @@ type Ledger struct {
 	// late and conflicts count Finish's late answers recorded over an
 	// early settle, and those refused because the row was re-claimed.
 	late, conflicts atomic.Uint64
+	// tokenPrefix (random, per Open) and claims make each claim's token
+	// (newClaimToken).
+	tokenPrefix string
+	claims      atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -191,7 +196,7 @@ func open(db string, cfg config) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{path: path, st: st, chain: cfg.chain}, nil
+	return &Ledger{path: path, st: st, chain: cfg.chain, tokenPrefix: rand.Text() + "."}, nil
 }
 
 // keyValue matches a libpq key=value connection string ("host=db1

@@ -198,6 +198,15 @@ func applyPostgresSchema(ctx context.Context, pool *pgxpool.Pool, mustExist bool
 			return fmt.Errorf("add tx.prev_rsp_code: %w", err)
 		}
 	}
+	var hasToken bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'tx'::regclass AND attname = 'claim_token' AND NOT attisdropped)`).Scan(&hasToken); err != nil {
+		return fmt.Errorf("read tx columns: %w", err)
+	}
+	if !hasToken {
+		if _, err := tx.Exec(ctx, `ALTER TABLE tx ADD COLUMN claim_token text NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("add tx.claim_token: %w", err)
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit schema: %w", err)
 	}

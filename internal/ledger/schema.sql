@@ -92,3 +92,11 @@ CREATE TABLE IF NOT EXISTS history_chain (
 );
 
 INSERT OR IGNORE INTO schema_version(version) VALUES (2);
+
+-- tx.claim_token (NOT NULL DEFAULT ''), added by Open only when missing as
+-- prev_rsp_code is: a value unique to each claim, written by the claim's
+-- INSERT and by every re-claim. (guid, attempts) does not identify a claim:
+-- a claim whose COMMIT never landed leaves the GUID to a fresh claim with
+-- the same attempts, and the unconfirmed claim's abandon must not take
+-- that one's row. Binaries that do not know the column leave it '' and
+-- stay correct; so the schema version is unchanged and they still open it.

@@ -269,6 +269,15 @@ func applySchema(ctx context.Context, c *sql.Conn, mustExist bool) (err error) {
 			return fmt.Errorf("add tx.prev_rsp_code: %w", err)
 		}
 	}
+	var hasToken int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('tx') WHERE name = 'claim_token'`).Scan(&hasToken); err != nil {
+		return fmt.Errorf("read tx columns: %w", err)
+	}
+	if hasToken == 0 {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE tx ADD COLUMN claim_token TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("add tx.claim_token: %w", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit schema: %w", err)
 	}

@@ -281,6 +281,7 @@ func (e *StateError) Unwrap() []error {
 type UnconfirmedClaimError struct {
 	GUID     string
 	Attempts int
+	Token    string // the claim's own, for AbandonClaim
 	Err      error
 }
 

@@ -19,19 +19,20 @@ const (
 )
 
 // abandon handles a claim answered E902 whose commit was not confirmed
-// (SPEC 6): the row may exist, SENT with the claim's attempts, and nobody
+// (SPEC 6): the row may exist, SENT with the claim's attempts and token, and nobody
 // will call the core for it. Once the database answers again the row, if
 // it is still exactly that, becomes FAILED/E902 (o), so that the channel's
 // resend is served instead of refused E903 until settling. It runs in the
 // background; a relay that stops meanwhile leaves the row to settling.
-func (s *Server) abandon(guid string, attempts int, tx string, o ledger.Outcome) {
+func (s *Server) abandon(uc *ledger.UnconfirmedClaimError, tx string, o ledger.Outcome) {
+	guid, attempts := uc.GUID, uc.Attempts
 	o.Response = append([]byte(nil), o.Response...)
 	go func() {
 		deadline := time.Now().Add(abandonFor)
 		pause := abandonFirstTry
 		for {
 			ctx, cancel := context.WithTimeout(s.lasting, s.ledgerTimeout)
-			err := s.ledger.AbandonClaim(ctx, guid, attempts, o)
+			err := s.ledger.AbandonClaim(ctx, guid, attempts, uc.Token, o)
 			cancel()
 			switch {
 			case err == nil:
@@ -46,7 +47,7 @@ func (s *Server) abandon(guid string, attempts int, tx string, o ledger.Outcome)
 				// for a synchronous standby, and its row is invisible
 				// until it is done. Look again.
 			case errors.Is(err, ledger.ErrStateChanged):
-				s.log.Info("unconfirmed claim: its row is no longer SENT with its attempts (settled or re-claimed since); left alone", "guid", guid, "tx", tx, "attempts", attempts, "err", err)
+				s.log.Info("unconfirmed claim: its row is not SENT with its attempts and token (settled or re-claimed since, or another claim's); left alone", "guid", guid, "tx", tx, "attempts", attempts, "err", err)
 				return
 			case errors.Is(err, ledger.ErrClosed) || time.Now().Add(pause).After(deadline):
 				s.log.Error("unconfirmed claim not abandoned; if it committed, its row stays SENT for resolve --stale-sent", "guid", guid, "tx", tx, "attempts", attempts, "err", err)

@@ -170,7 +170,7 @@ func (c *conn) process(st *frameState) []byte {
 				s.log.Error("ledger claim not confirmed; answering CONNECT_FAIL, nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
 				rec := c.answer(st, generated.SourceConnectFail,
 					ledger.Why{Reason: "claim's commit not confirmed by the database; the core was not called: " + errText(err)})
-				s.abandon(uc.GUID, uc.Attempts, tx.Code, rec)
+				s.abandon(uc, tx.Code, rec)
 				return rec.Response
 			}
 			s.log.Error("ledger claim failed; answering from the row as read, or CONNECT_FAIL: nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)

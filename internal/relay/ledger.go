@@ -29,8 +29,8 @@ type Ledger interface {
 	FinishLater(ctx context.Context, guid string, attempts int, o ledger.Outcome, then func(error)) error
 	// AbandonClaim makes the row of a claim whose commit was not
 	// confirmed FAILED, if it exists still SENT with that claim's
-	// attempts (ledger.UnconfirmedClaimError).
-	AbandonClaim(ctx context.Context, guid string, attempts int, o ledger.Outcome) error
+	// attempts and token (ledger.UnconfirmedClaimError).
+	AbandonClaim(ctx context.Context, guid string, attempts int, token string, o ledger.Outcome) error
 }
 
 // recordings counts the outcomes queued with FinishLater whose results

@@ -74,6 +74,45 @@ func TestLostCommitAnswer(t *testing.T) {
 	assert.Equal(t, e.row(guid).Attempts, 2)
 }
 
+// TestAbandonLeavesAFreshClaimAlone is schedule 289 of verify on
+// PostgreSQL: a claim's COMMIT never reaches the database (the connection
+// is cut with it), so the claim is unconfirmed and answered E902. The
+// channel's resend claims the GUID afresh, with attempts 1 again, and its
+// call is held at the core. The first claim's abandon must take only its
+// own claim's row: were it to make this one FAILED mid-call, the next
+// resend would be posted again.
+func TestAbandonLeavesAFreshClaimAlone(t *testing.T) {
+	u, proxy := proxied(t, pgtest.URL(t))
+	guid := testkit.GUID()
+	g, sim := holdFirst(guid)
+	e := startEnv(t, envConfig{core: sim, ledger: true, ledgerURL: u})
+	frame := transferFrame(t, guid)
+
+	proxy.DropCommits(1)
+	assert.Equal(t, e.roundTrip(frame).code(), string(generated.RspConnectFail))
+	assert.Equal(t, proxy.CommitsDropped(), 1)
+
+	go2 := make(chan struct{})
+	second := make(chan rawAnswer, 1)
+	sendAsync(e.dial(), frame, go2, second)
+	close(go2)
+	g.WaitArrival(t)
+	waitLog(t, e, "msg=\"unconfirmed claim")
+	assert.Check(t, is.Contains(e.log.String(), "not SENT with its attempts and token"))
+	assert.Equal(t, e.row(guid).State, ledger.StateSent, "the fresh claim's call is under way")
+	// The channel resends while the call is held: refused, not posted.
+	assert.Equal(t, e.roundTrip(frame).code(), string(generated.RspInProgress))
+
+	g.Open()
+	a := next(t, second, time.After(10*time.Second), "the held call's answer")
+	assert.Equal(t, a.code(), string(generated.RspHTTP200))
+	e.srv.WaitRecorded()
+	row := e.row(guid)
+	assert.Equal(t, row.State, ledger.StateDone)
+	assert.Equal(t, row.Attempts, 1)
+	assert.Equal(t, sim.PostCount(guid), 1, "posted once")
+}
+
 // TestCancelledSyncWaitIsNotDurable: a primary whose synchronous standby
 // stops taking WAL (its WAL receiver paused) keeps a claim's COMMIT
 // waiting; the wait is cancelled (pg_cancel_backend, as an operator or a

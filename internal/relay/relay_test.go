@@ -580,7 +580,7 @@ func (b *brokenLedger) FinishLater(ctx context.Context, guid string, attempts in
 	return nil
 }
 
-func (b *brokenLedger) AbandonClaim(ctx context.Context, guid string, attempts int, o ledger.Outcome) error {
+func (b *brokenLedger) AbandonClaim(ctx context.Context, guid string, attempts int, token string, o ledger.Outcome) error {
 	return b.finishErr
 }
 
