@@ -292,9 +292,10 @@ func (l *Ledger) Peek(ctx context.Context, r Request) (Claim, error) {
 // caller must report it. Any other row (not SENT, missing) changes nothing
 // and the error is a *StateError matching ErrStateChanged.
 func (l *Ledger) Finish(ctx context.Context, guid string, attempts int, o Outcome) error {
-	run, err := l.finishOp(guid, attempts, o)
+	run, counted, err := l.finishOp(guid, attempts, o)
 	if err == nil {
 		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
+		counted(err)
 		l.countError(opFinish, err)
 	}
 	if err != nil {
@@ -318,9 +319,10 @@ func (l *Ledger) Finish(ctx context.Context, guid string, attempts int, o Outcom
 // can answer while the commit is on its way.
 func (l *Ledger) FinishLater(ctx context.Context, guid string, attempts int, o Outcome, then func(error)) error {
 	o.Response = bytes.Clone(o.Response)
-	run, err := l.finishOp(guid, attempts, o)
+	run, counted, err := l.finishOp(guid, attempts, o)
 	if err == nil {
 		err = l.st.enqueue(ctx, operation{guid: guid, run: run, rerunnable: true}, func(err error) {
+			counted(err)
 			if err != nil {
 				l.countError(opFinish, err)
 				err = fmt.Errorf("ledger: finish %s: %w", guid, err)
@@ -336,27 +338,45 @@ func (l *Ledger) FinishLater(ctx context.Context, guid string, attempts int, o O
 
 // finishOp checks an outcome and returns the operation that records it:
 // the outcome (SENT → to), else the late answer (FAILED → to), both of the
-// claim that made attempts.
-func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) {
+// claim that made attempts. counted must be called with the operation's
+// final result: it counts a late answer or a conflict once, by the run
+// whose result that is (a run after a lost COMMIT answer is not a second
+// one).
+func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (run opFunc, counted func(error), err error) {
 	switch o.State {
 	case StateDone, StateUnknown, StateFailed:
 	default:
-		return nil, fmt.Errorf("cannot finish to state %q", o.State)
+		return nil, nil, fmt.Errorf("cannot finish to state %q", o.State)
 	}
 	if attempts < 1 {
-		return nil, fmt.Errorf("finish: attempts %d: want the claim's (1 or more)", attempts)
+		return nil, nil, fmt.Errorf("finish: attempts %d: want the claim's (1 or more)", attempts)
 	}
 	d := l.st.dialect()
 	outcome, err := claimTransitionOp(d, guid, StateSent, attempts, "", o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	// Whether the run whose write stands recorded a late answer; read
+	// once the operation is over.
+	var late bool
+	counted = func(err error) {
+		switch {
+		case err == nil && late:
+			l.late.Add(1)
+		case errors.Is(err, ErrReclaimed):
+			l.conflicts.Add(1)
+		}
 	}
 	return func(tx stmts) error {
+		if !tx.rerun() {
+			// A re-run that finds the first run's write landed keeps
+			// what that run was; one that writes sets it below.
+			late = false
+		}
 		err := outcome(tx)
 		var se *StateError
 		if !errors.As(err, &se) || se.Found != StateFailed || se.FoundAttempts != attempts || plant.On(plant.ForgetLate200) {
 			if se != nil && se.Reclaimed {
-				l.conflicts.Add(1)
 				// The row does not change, but its history must say what
 				// the core answered an earlier attempt: the transfer may
 				// now be posted twice.
@@ -374,13 +394,13 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (opFunc, error) 
 		// the operation's only write. (Built here: it is rare.)
 		lateO := o
 		lateO.Why.Reason = "late answer, recorded over FAILED (settled while the call was under way): " + o.Why.Reason
-		late, _ := claimTransitionOp(d, guid, StateFailed, attempts, "", lateO)
-		if err := late(tx); err != nil {
+		lateOp, _ := claimTransitionOp(d, guid, StateFailed, attempts, "", lateO)
+		if err := lateOp(tx); err != nil {
 			return err
 		}
-		l.late.Add(1)
+		late = true
 		return nil
-	}, nil
+	}, counted, nil
 }
 
 // AbandonClaim turns the row of a claim whose commit was not confirmed (an

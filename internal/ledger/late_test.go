@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 
@@ -180,4 +181,50 @@ func TestAbandonOfAClaimThatNeverLanded(t *testing.T) {
 	assert.NilError(t, l.Finish(ctx, r.GUID, c.Attempts, Outcome{Why: Why{Reason: "test"}, State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}))
 	assert.Equal(t, l.LateAnswers(), uint64(0))
 	mustAudit(t, l)
+}
+
+// A late answer (the row settled FAILED while the call was under way)
+// whose COMMIT answer is lost is still recorded, once: whether the COMMIT
+// landed (cut after it) or not (dropped), the writer's re-run finds the
+// row as it must and finishes the job, and the history chain verifies.
+func TestLateAnswerAfterALostCommit(t *testing.T) {
+	for _, dropped := range []bool{false, true} {
+		u := pgtest.URL(t)
+		pu, err := url.Parse(u)
+		assert.NilError(t, err)
+		p, err := faultproxy.Start(pu.Host)
+		assert.NilError(t, err)
+		t.Cleanup(func() { p.Close() })
+		l := openLedger(t, strings.Replace(u, pu.Host, p.Addr(), 1))
+		ctx := context.Background()
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+		c, err := l.Claim(ctx, r)
+		assert.NilError(t, err)
+		assert.NilError(t, l.Transition(ctx, r.GUID, StateSent,
+			Outcome{Why: Why{Reason: "lookup 404"}, State: StateFailed, RspCode: codeNoConnect, Response: responseFrame(r.GUID, codeNoConnect)}))
+
+		if dropped {
+			p.DropCommits(1)
+		} else {
+			p.CutAfterCommits(1)
+		}
+		recorded := make(chan error, 1)
+		o := Outcome{Why: Why{Reason: "core answered HTTP 200"}, State: StateDone, RspCode: codeOK, Response: responseFrame(r.GUID, codeOK)}
+		assert.NilError(t, l.FinishLater(ctx, r.GUID, c.Attempts, o, func(err error) { recorded <- err }))
+		select {
+		case err := <-recorded:
+			assert.NilError(t, err, "dropped %v", dropped)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the late answer's result never came")
+		}
+		assert.Equal(t, p.CommitsCut()+p.CommitsDropped(), 1)
+		row, err := l.Get(ctx, r.GUID)
+		assert.NilError(t, err)
+		assert.Equal(t, row.State, StateDone, "dropped %v", dropped)
+		assert.Check(t, l.LateAnswers() == 1, "dropped %v: %d late answers counted", dropped, l.LateAnswers())
+		assert.DeepEqual(t, changesOf(history(t, l, r.GUID))[2:], []change{
+			{StateFailed, StateDone, codeNoConnect, codeOK, 1, "late answer, recorded over FAILED (settled while the call was under way): core answered HTTP 200"},
+		})
+		mustAudit(t, l)
+	}
 }
