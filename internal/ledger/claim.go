@@ -56,6 +56,11 @@ WHERE guid = ? AND state = ?`
 
 	sqlStateAttemptsOf = `SELECT state, attempts FROM tx WHERE guid = ?`
 
+	// The history entry a claim's transition writes: found, it proves the
+	// transition committed (the entry is written in its transaction).
+	sqlLandedEntry = `SELECT COUNT(*) FROM history WHERE guid = ? AND chain = ? AND attempts = ?
+AND state_before = ? AND state_after = ? AND rsp_after = ? AND reason = ?`
+
 	sqlOutcomeOf = `SELECT state, rsp_code, response FROM tx WHERE guid = ?`
 )
 
@@ -352,7 +357,8 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (run opFunc, cou
 		return nil, nil, fmt.Errorf("finish: attempts %d: want the claim's (1 or more)", attempts)
 	}
 	d := l.st.dialect()
-	outcome, err := claimTransitionOp(d, guid, StateSent, attempts, "", o)
+	chain := l.chain.actor.Instance
+	outcome, err := claimTransitionOp(d, chain, guid, StateSent, attempts, "", o)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -394,7 +400,7 @@ func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (run opFunc, cou
 		// the operation's only write. (Built here: it is rare.)
 		lateO := o
 		lateO.Why.Reason = "late answer, recorded over FAILED (settled while the call was under way): " + o.Why.Reason
-		lateOp, _ := claimTransitionOp(d, guid, StateFailed, attempts, "", lateO)
+		lateOp, _ := claimTransitionOp(d, chain, guid, StateFailed, attempts, "", lateO)
 		if err := lateOp(tx); err != nil {
 			return err
 		}
@@ -418,7 +424,7 @@ func (l *Ledger) AbandonClaim(ctx context.Context, guid string, attempts int, to
 		// Without its token the row found may be another claim's.
 		return fmt.Errorf("ledger: abandon claim %s: no claim token", guid)
 	}
-	run, err := claimTransitionOp(l.st.dialect(), guid, StateSent, attempts, token, o)
+	run, err := claimTransitionOp(l.st.dialect(), l.chain.actor.Instance, guid, StateSent, attempts, token, o)
 	if err == nil {
 		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
 		l.countError(opTransition, err)
@@ -452,7 +458,7 @@ func (l *Ledger) Transition(ctx context.Context, guid string, from State, o Outc
 
 // transitionOp returns the writer operation for one conditional transition.
 func transitionOp(d *dialect, guid string, from State, o Outcome) (opFunc, error) {
-	return claimTransitionOp(d, guid, from, 0, "", o)
+	return claimTransitionOp(d, "", guid, from, 0, "", o)
 }
 
 // claimTransitionOp is transitionOp that, when attempts > 0, also requires
@@ -462,7 +468,11 @@ func transitionOp(d *dialect, guid string, from State, o Outcome) (opFunc, error
 //
 // A token (with attempts > 0) also requires the row's claim_token: the row
 // is then that one claim's, and no other claim's with the same attempts.
-func claimTransitionOp(d *dialect, guid string, from State, attempts int, token string, o Outcome) (opFunc, error) {
+//
+// chain names the history chain the operation's entries go to: a re-run
+// of one claim's transition after a lost COMMIT answer looks there for the
+// entry of its first run (sqlLandedEntry).
+func claimTransitionOp(d *dialect, chain, guid string, from State, attempts int, token string, o Outcome) (opFunc, error) {
 	if o.State == StateDone && len(o.Response) == 0 {
 		// A DONE row is answered by replaying its response: without one
 		// every retry of this GUID would fail.
@@ -550,6 +560,20 @@ func claimTransitionOp(d *dialect, guid string, from State, attempts int, token 
 			err := tx.queryRow(sqlOutcomeOf, guid).Scan(&state, &rspCode, &response)
 			if err == nil && State(state.String) == o.State && rspCode.String == o.RspCode && bytes.Equal(response, o.Response) {
 				return nil
+			}
+			// The row may have moved on since the first run landed (a
+			// resend re-claimed it): the first run's history entry, in
+			// this writer's chain, says whether it did. If so, this run
+			// writes nothing more (no false conflict note).
+			if err == nil && attempts > 0 && chain != "" {
+				var n int64
+				err = tx.queryRow(sqlLandedEntry, guid, chain, int64(attempts), string(from), string(o.State), o.RspCode, o.Why.Reason).Scan(&n)
+				if err != nil {
+					return fmt.Errorf("read history: %w", err)
+				}
+				if n > 0 {
+					return nil
+				}
 			}
 		}
 		return stateError(tx, guid, from, attempts, "")

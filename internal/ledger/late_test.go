@@ -228,3 +228,50 @@ func TestLateAnswerAfterALostCommit(t *testing.T) {
 		mustAudit(t, l)
 	}
 }
+
+// Verify schedules 25, 73 and 185 (PostgreSQL): an outcome's COMMIT
+// landed but its answer was lost, and before the writer ran it again the
+// channel's resend re-claimed the row. The re-run finds the row re-claimed;
+// its own first run's history entry says it landed, so it writes nothing
+// more: no false "may be posted twice" note, no conflict counted.
+func TestRerunOfALandedOutcomeWritesNothingMore(t *testing.T) {
+	l := openLedger(t, pgtest.URL(t))
+	ctx := context.Background()
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	c, err := l.Claim(ctx, r)
+	assert.NilError(t, err)
+	o := Outcome{Why: Why{Reason: "core not called: breaker open"}, State: StateFailed, RspCode: codeNoConnect, Response: responseFrame(r.GUID, codeNoConnect)}
+	assert.NilError(t, l.Finish(ctx, r.GUID, c.Attempts, o)) // landed; say its answer was lost
+	again, err := l.Claim(ctx, r)
+	assert.NilError(t, err)
+	assert.Equal(t, again.Attempts, 2)
+	before := history(t, l, r.GUID)
+
+	run, counted, err := l.finishOp(r.GUID, c.Attempts, o)
+	assert.NilError(t, err)
+	err = l.st.(*pgStore).runOnce(ctx, &op{o: operation{guid: r.GUID, run: run, rerunnable: true}, rerun: true})
+	counted(err)
+	assert.NilError(t, err)
+	assert.Equal(t, len(history(t, l, r.GUID)), len(before), "the re-run wrote nothing")
+	assert.Equal(t, l.Conflicts(), uint64(0))
+	row, err := l.Get(ctx, r.GUID)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, StateSent)
+	assert.Equal(t, row.Attempts, 2)
+	mustAudit(t, l)
+
+	// A first run that did not land: the re-run is the conflict it is.
+	r2 := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	c, err = l.Claim(ctx, r2)
+	assert.NilError(t, err)
+	assert.NilError(t, l.Transition(ctx, r2.GUID, StateSent, Outcome{Why: Why{Reason: "lookup 404"}, State: StateFailed, RspCode: codeNoConnect}))
+	_, err = l.Claim(ctx, r2)
+	assert.NilError(t, err)
+	run, counted, err = l.finishOp(r2.GUID, c.Attempts, o)
+	assert.NilError(t, err)
+	err = l.st.(*pgStore).runOnce(ctx, &op{o: operation{guid: r2.GUID, run: run, rerunnable: true}, rerun: true})
+	counted(err)
+	assert.Check(t, errors.Is(err, ErrReclaimed), "got %v", err)
+	assert.Equal(t, l.Conflicts(), uint64(1))
+	mustAudit(t, l)
+}
