@@ -53,7 +53,9 @@
 // ledger.UnconfirmedClaimError) is answered E902 without a read: its row,
 // if it landed, is this request's own. The relay remembers it and, once
 // the database answers, makes that row FAILED/E902 if it is still SENT
-// with the claim's attempts (abandon.go), so that the channel's resend is
+// with the claim's attempts and token (abandon.go: a fresh claim of a GUID
+// whose first claim never landed has the same attempts, and its call may be
+// under way), so that the channel's resend is
 // served instead of E903 until settling. It looks for up to two minutes,
 // since a COMMIT still under way on the server shows its row only once
 // done; past that, or if the relay stops, resolve --stale-sent settles the
