@@ -11,6 +11,7 @@ import (
 
 	"lhrelay/internal/channel"
 	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
 )
 
 // Attempt is one frame a channel sent, and what came back.
@@ -98,12 +99,16 @@ func (w *world) business(ctx context.Context, tx *generated.Transaction, b Busin
 		}
 		if b.EarlySettle && !w.settledEarly(b.GUID) {
 			answered := make(chan struct{})
+			var code string // the answer's, once answered is closed
 			w.early.RLock()
-			go w.settleEarly(ctx, b.GUID, answered)
+			go w.settleEarly(ctx, b.GUID, answered, &code)
 			wg.Add(1)
 			go func() {
 				defer close(answered)
 				send(b.Relays[n-1], false)
+				mu.Lock()
+				code = codes[len(codes)-1]
+				mu.Unlock()
 			}()
 		} else {
 			wg.Add(1)
@@ -177,7 +182,7 @@ func (w *world) send(ctx context.Context, relay int, frame []byte) Attempt {
 // window would; its lookup gets 404 and the row becomes FAILED/E902 while
 // the call is still under way. The lock is held until the channel has the
 // answer and a moment more, for the relay to record it.
-func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan struct{}) {
+func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan struct{}, code *string) {
 	defer w.early.RUnlock()
 	if w.waitAtCore(ctx, guid, w.cfg.params().slow) && !closed(answered) {
 		// (A relay that already answered has given up on the call: too
@@ -198,13 +203,57 @@ func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan st
 	case <-ctx.Done():
 		return
 	}
-	// FinishLater answers before its commit; group commit takes
-	// milliseconds, and a relay's SIGTERM flushes it.
+	// FinishLater answers before its commit, which takes milliseconds,
+	// but as long as a failover or a restart of the database lasts when
+	// one is under way: a relay killed meanwhile loses the late answer
+	// with its queue (schedules 42, 59, 134, 269 of seed 1 on
+	// PostgreSQL). So after a 0000 the kill waits until the row is no
+	// longer FAILED (the late answer recorded), at most as long as a relay
+	// tries; after any other answer, a moment.
+	if *code == codeOK {
+		w.waitUnsettled(ctx, guid, lateAnswerWait)
+		return
+	}
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	}
+}
+
+// lateAnswerWait bounds settleEarly's wait for a late answer to be
+// recorded: the relay tries to record an answered outcome for 30s
+// (ledger's retry for FinishLater), and a little more.
+const lateAnswerWait = 32 * time.Second
+
+// waitUnsettled waits until guid's row is no longer FAILED, for at most
+// d, reading the ledger as it can (the database may be down meanwhile).
+func (w *world) waitUnsettled(ctx context.Context, guid string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var l *ledger.Ledger
+	defer func() {
+		if l != nil {
+			l.Close()
+		}
+	}()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if l == nil {
+			l, _ = ledger.OpenExisting(w.db)
+		}
+		if l != nil {
+			if row, err := l.Get(ctx, guid); err == nil && row.State != ledger.StateFailed {
+				return
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
