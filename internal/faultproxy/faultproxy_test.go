@@ -24,22 +24,30 @@ func through(t *testing.T, u string, p *Proxy) string {
 	return strings.Replace(u, pu.Host, p.Addr(), 1)
 }
 
-// A COMMIT cut: the server commits, the client hears nothing of it; the
-// connections before and after pass unchanged.
-func TestCutAfterCommit(t *testing.T) {
+// proxiedTable starts a proxy in front of a fresh test database and returns
+// the database's URL, the proxy, a context for the test and a connection
+// through the proxy on which a table t(v int) was created.
+func proxiedTable(t *testing.T) (string, *Proxy, context.Context, *pgx.Conn) {
+	t.Helper()
 	u := pgtest.URL(t)
 	pu, err := url.Parse(u)
 	assert.NilError(t, err)
 	p, err := Start(pu.Host)
 	assert.NilError(t, err)
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-
+	t.Cleanup(cancel)
 	c, err := pgx.Connect(ctx, through(t, u, p))
 	assert.NilError(t, err)
 	_, err = c.Exec(ctx, `CREATE TABLE t(v int)`)
 	assert.NilError(t, err)
+	return u, p, ctx, c
+}
+
+// A COMMIT cut: the server commits, the client hears nothing of it; the
+// connections before and after pass unchanged.
+func TestCutAfterCommit(t *testing.T) {
+	u, p, ctx, c := proxiedTable(t)
 	for _, extended := range []bool{false, true} {
 		tx, err := c.Begin(ctx)
 		assert.NilError(t, err)
@@ -77,19 +85,7 @@ func TestCutAfterCommit(t *testing.T) {
 // A COMMIT dropped: the client's COMMIT fails as a lost answer would, and
 // the server never commits; the next connection passes unchanged.
 func TestDropCommit(t *testing.T) {
-	u := pgtest.URL(t)
-	pu, err := url.Parse(u)
-	assert.NilError(t, err)
-	p, err := Start(pu.Host)
-	assert.NilError(t, err)
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-
-	c, err := pgx.Connect(ctx, through(t, u, p))
-	assert.NilError(t, err)
-	_, err = c.Exec(ctx, `CREATE TABLE t(v int)`)
-	assert.NilError(t, err)
+	u, p, ctx, c := proxiedTable(t)
 	tx, err := c.Begin(ctx)
 	assert.NilError(t, err)
 	_, err = tx.Exec(ctx, `INSERT INTO t VALUES (1)`)
