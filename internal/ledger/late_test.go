@@ -143,23 +143,30 @@ func TestAbandonClaimLeavesAnotherClaimsRow(t *testing.T) {
 	})
 }
 
-// Schedule 289 of verify on PostgreSQL: a claim's COMMIT never reaches the
-// server (its answer is lost with it), and a fresh claim of the same GUID
-// owns the row with attempts 1; the first claim's abandon leaves that row
-// alone, and the fresh claim's outcome lands.
-func TestAbandonOfAClaimThatNeverLanded(t *testing.T) {
+// proxiedLedger opens a ledger on a fresh PostgreSQL schema reached through
+// a fault proxy, to lose COMMITs or their answers.
+func proxiedLedger(t *testing.T) (*Ledger, *faultproxy.Proxy) {
+	t.Helper()
 	u := pgtest.URL(t)
 	pu, err := url.Parse(u)
 	assert.NilError(t, err)
 	p, err := faultproxy.Start(pu.Host)
 	assert.NilError(t, err)
 	t.Cleanup(func() { p.Close() })
-	l := openLedger(t, strings.Replace(u, pu.Host, p.Addr(), 1))
+	return openLedger(t, strings.Replace(u, pu.Host, p.Addr(), 1)), p
+}
+
+// Schedule 289 of verify on PostgreSQL: a claim's COMMIT never reaches the
+// server (its answer is lost with it), and a fresh claim of the same GUID
+// owns the row with attempts 1; the first claim's abandon leaves that row
+// alone, and the fresh claim's outcome lands.
+func TestAbandonOfAClaimThatNeverLanded(t *testing.T) {
+	l, p := proxiedLedger(t)
 	ctx := context.Background()
 	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 
 	p.DropCommits(1)
-	_, err = l.Claim(ctx, r)
+	_, err := l.Claim(ctx, r)
 	var uc *UnconfirmedClaimError
 	assert.Assert(t, errors.As(err, &uc), "got %v", err)
 	assert.Equal(t, p.CommitsDropped(), 1)
@@ -189,13 +196,7 @@ func TestAbandonOfAClaimThatNeverLanded(t *testing.T) {
 // row as it must and finishes the job, and the history chain verifies.
 func TestLateAnswerAfterALostCommit(t *testing.T) {
 	for _, dropped := range []bool{false, true} {
-		u := pgtest.URL(t)
-		pu, err := url.Parse(u)
-		assert.NilError(t, err)
-		p, err := faultproxy.Start(pu.Host)
-		assert.NilError(t, err)
-		t.Cleanup(func() { p.Close() })
-		l := openLedger(t, strings.Replace(u, pu.Host, p.Addr(), 1))
+		l, p := proxiedLedger(t)
 		ctx := context.Background()
 		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 		c, err := l.Claim(ctx, r)
