@@ -27,6 +27,19 @@ func scanEntry(s scanner) (Entry, error) {
 	return e, nil
 }
 
+// sqlHistoryOf reads a GUID's entries (schema.sql, version 3): those with
+// the key of its row or of an entry that ended a row of it, and those with
+// no key. On SQLite each part is a search of one index (history_key,
+// history_guid_unkeyed); on PostgreSQL, of history_guid. UNION also drops
+// the entries both parts find (the ending entries).
+const sqlHistoryOf = `SELECT ` + historyColumns + ` FROM history WHERE guid = ? AND (hist_key IS NULL OR state_after = '')
+UNION
+SELECT ` + historyColumns + ` FROM history WHERE guid = ? AND hist_key IN (
+    SELECT hist_key FROM tx WHERE guid = ?
+    UNION
+    SELECT hist_key FROM history WHERE guid = ? AND (hist_key IS NULL OR state_after = ''))
+ORDER BY at, chain, seq`
+
 // History returns the history entries of one GUID, oldest first (by the
 // time of their transaction, then chain and sequence). A GUID with no
 // entries gives none and no error.
@@ -34,7 +47,7 @@ func (l *Ledger) History(ctx context.Context, guid string) ([]Entry, error) {
 	if l.isClosed.Load() {
 		return nil, fmt.Errorf("ledger: history %s: %w", guid, ErrClosed)
 	}
-	rows, err := l.st.read().query(ctx, `SELECT `+historyColumns+` FROM history WHERE guid = ? ORDER BY at, chain, seq`, guid)
+	rows, err := l.st.read().query(ctx, sqlHistoryOf, guid, guid, guid, guid)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: history %s: %w", guid, err)
 	}
@@ -172,8 +185,32 @@ func (l *Ledger) Audit(ctx context.Context) (AuditSummary, error) {
 		}
 		sum.Chains++
 	}
+	// The chains hold every entry unchanged, but an entry's key is not
+	// hashed: one that no longer leads to it would hide the entry from
+	// its GUID's history.
+	var lost struct {
+		chain nullString
+		seq   nullInt
+	}
+	err = l.st.read().queryRow(ctx, sqlUnfindable).Scan(&lost.chain, &lost.seq)
+	switch {
+	case err == nil:
+		return sum, &AuditError{Chain: lost.chain.String, Seq: lost.seq.Int64,
+			Why: "entry cannot be found from its GUID: its key is neither its row's nor that of an entry that ended a row of the GUID (key changed?)"}
+	case !errors.Is(err, errNoRows):
+		return sum, fmt.Errorf("ledger: audit history keys: %w", err)
+	}
 	return sum, nil
 }
+
+// sqlUnfindable is the first entry sqlHistoryOf would not find: one with a
+// key that is neither its row's nor that of an entry that ended a row of
+// its GUID. One statement, so one snapshot: a row and its entries change
+// in one transaction.
+const sqlUnfindable = `SELECT chain, seq FROM history h WHERE hist_key IS NOT NULL
+AND NOT EXISTS (SELECT 1 FROM tx WHERE tx.guid = h.guid AND tx.hist_key = h.hist_key)
+AND NOT EXISTS (SELECT 1 FROM history e WHERE e.guid = h.guid AND (e.hist_key IS NULL OR e.state_after = '') AND e.hist_key = h.hist_key)
+ORDER BY chain, seq LIMIT 1`
 
 // auditChain checks one chain in the snapshot q.
 func auditChain(ctx context.Context, q querier, name string, sum *AuditSummary) error {

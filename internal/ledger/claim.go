@@ -17,8 +17,9 @@ const (
 	// The claim: one statement, never "select, then insert".
 	// claim_token is the claim's own (newClaimToken), so that an abandon
 	// takes only its own claim's row (AbandonClaim).
-	sqlClaimInsert = `INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at, claim_token)
-VALUES (?, ?, 'SENT', '', ?, NULL, 1, CURRENT_TIMESTAMP, ?)
+	// hist_key is the row's key for its history (schema.sql, version 3).
+	sqlClaimInsert = `INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at, claim_token, hist_key)
+VALUES (?, ?, 'SENT', '', ?, NULL, 1, CURRENT_TIMESTAMP, ?, ?)
 ON CONFLICT(guid) DO NOTHING`
 
 	sqlClaimExisting = `SELECT tx_code, state, rsp_code, request, response, attempts FROM tx WHERE guid = ?`
@@ -70,7 +71,7 @@ AND state_before = ? AND state_after = ? AND rsp_after = ? AND reason = ?`
 func purgeChunkSQL(d *dialect, cond string) string {
 	return `DELETE FROM tx WHERE guid IN
 (SELECT guid FROM tx WHERE state = 'DONE' AND ` + cond + ` LIMIT ?` + d.skipLocked + `)
-RETURNING guid, state, rsp_code, attempts`
+RETURNING guid, state, rsp_code, attempts, hist_key`
 }
 
 // The reasons the ledger gives for the changes it decides itself; the
@@ -142,6 +143,9 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 	}
 	var c Claim
 	token := l.newClaimToken()
+	// A key that grows with time, so that the row's entries go to the
+	// last pages of history's index on it (schema.sql, version 3).
+	key := time.Now().UnixMicro()
 	err := l.st.do(ctx, operation{guid: r.GUID, run: func(tx stmts) error {
 		c = Claim{}
 		var row existingRow
@@ -149,8 +153,8 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		// (purge, on a store where those are two transactions) is gone:
 		// claim again. Twice is enough, since purge only takes old rows.
 		for try := 0; ; try++ {
-			n, err := tx.changeOne(sqlClaimInsert, []any{r.GUID, r.TxCode, r.Frame, token},
-				pending{guid: r.GUID, stateAfter: StateSent, attempts: 1, why: Why{Reason: reasonClaimed}})
+			n, err := tx.changeOne(sqlClaimInsert, []any{r.GUID, r.TxCode, r.Frame, token, key},
+				pending{guid: r.GUID, stateAfter: StateSent, attempts: 1, why: Why{Reason: reasonClaimed}, key: key})
 			if err != nil {
 				return fmt.Errorf("insert: %w", err)
 			}
@@ -695,10 +699,12 @@ func (l *Ledger) PurgeDone(ctx context.Context, age time.Duration, dryRun bool, 
 			n, err = tx.change(chunk, []any{cut, purgeChunk}, func(s scanner) (pending, error) {
 				var guid string
 				var state, rsp nullString
-				var attempts nullInt
-				err := s.Scan(&guid, &state, &rsp, &attempts)
+				var attempts, key nullInt
+				err := s.Scan(&guid, &state, &rsp, &attempts, &key)
+				// The entry keeps the deleted row's key: it is how the
+				// row's entries are found once the row is gone.
 				return pending{guid: guid, stateBefore: State(state.String), rspBefore: rsp.String,
-					attempts: int(attempts.Int64), why: Why{Reason: reason}}, err
+					attempts: int(attempts.Int64), why: Why{Reason: reason}, key: key.Int64}, err
 			})
 			return err
 		}})

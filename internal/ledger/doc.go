@@ -289,8 +289,9 @@
 // What Audit detects: an entry edited (its hash no longer matches), removed
 // (a gap in the sequence, or the head row ahead of the last entry),
 // inserted (a sequence number past the head, or a link that does not
-// match) or moved (two entries swapped: their links break), and entries of
-// a chain whose head row is gone. What no chain kept in the same database
+// match) or moved (two entries swapped: their links break), entries of
+// a chain whose head row is gone, and an entry whose key no longer leads
+// to it from its GUID. What no chain kept in the same database
 // can detect: someone able to write the database who rewrites a whole
 // chain from some entry on, recomputing every hash and the head row. That
 // gap is closed by keeping the heads elsewhere: the relay logs its head
@@ -303,6 +304,18 @@
 // still verifies and the gap is explained. Rows older than the history
 // (a ledger migrated from schema version 1) have entries only from the
 // migration on.
+//
+// Finding a GUID's entries. A row gets a key when its claim inserts it
+// (tx.hist_key, the claim's time in microseconds) and every entry of the
+// row's changes stores it: the claim's entry from the claim, a purge's
+// from the row it deletes, the others from the row, read by the entry's
+// INSERT. On SQLite the entries are found through an index on that key,
+// whose new entries fall on its last pages, rather than through one on
+// the random GUID, which cost two pages of WAL a transfer (schema.sql,
+// version 3); the index on GUIDs that remains holds only the entries
+// that end a row (a purge's, whose key leads to the row's older entries)
+// and those without a key. The key is not hashed (entries from before it
+// had none); Audit checks instead that every entry is found from its GUID.
 //
 // # Time
 //

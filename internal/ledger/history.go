@@ -100,6 +100,11 @@ type pending struct {
 	rspBefore, rspAfter     string
 	attempts                int
 	why                     Why
+	// key is the row's hist_key to store with the entry, when the
+	// operation knows it (a claim sets it, a purge reads it from the row
+	// it deletes); 0: the entry's INSERT reads it from the row
+	// (schema.sql, version 3). It is not hashed: Audit checks it otherwise.
+	key int64
 }
 
 // atLayout is how At is stored on SQLite and hashed on both stores.
@@ -246,7 +251,11 @@ func (c *chain) isStale() bool {
 // purge of history removed, so that the first entry left still verifies).
 const (
 	historyColumns = `chain, seq, prev_hash, hash, guid, at, state_before, rsp_before, state_after, rsp_after, attempts, command, host, pid, reason, http_status, took_us`
-	historyMarks   = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+	// An entry's INSERT: historyColumns, then hist_key, the entry's own
+	// (Entry.key) or else its row's.
+	historyMarks = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, (SELECT hist_key FROM tx WHERE guid = ?)))`
+	historyArgs  = 19
 
 	sqlChainHead = `SELECT head_seq, head_hash FROM history_chain WHERE chain = ?`
 
@@ -261,30 +270,39 @@ ON CONFLICT (chain) DO UPDATE SET head_seq = excluded.head_seq, head_hash = excl
 // SQLite runs cached multi-row and single-row INSERTs (below);
 // PostgreSQL inserts them all in
 // one statement from arrays (unnest), one parse and plan however many.
-func historyInserts(d *dialect, es []Entry) []histStmt {
+//
+// ps are the pending entries es were sealed from, for their keys; nil:
+// every entry takes its row's key.
+func historyInserts(d *dialect, es []Entry, ps []pending) []histStmt {
 	if d == postgresDialect {
-		return []histStmt{pgHistoryInsert(es)}
+		return []histStmt{pgHistoryInsert(es, ps)}
 	}
 	var qs []histStmt
 	var bx boxes
-	for len(es) > 0 {
+	for from := 0; from < len(es); {
 		n := 1
-		if len(es) >= sqliteHistoryRows {
+		if len(es)-from >= sqliteHistoryRows {
 			n = sqliteHistoryRows
 		}
-		args := make([]any, 0, 17*n)
-		for i := range es[:n] {
+		args := make([]any, 0, historyArgs*n)
+		for i := from; i < from+n; i++ {
 			e := &es[i]
-			args = append(args, bx.str(e.Chain), e.Seq, bx.str(e.PrevHash), bx.str(e.Hash), e.GUID, bx.at(d, e.At),
+			guid := any(e.GUID)
+			var key any
+			if k := keyOf(ps, i); k != 0 {
+				key = k
+			}
+			args = append(args, bx.str(e.Chain), e.Seq, bx.str(e.PrevHash), bx.str(e.Hash), guid, bx.at(d, e.At),
 				bx.str(string(e.StateBefore)), bx.str(e.RspBefore), bx.str(string(e.StateAfter)), bx.str(e.RspAfter), int64(e.Attempts),
-				bx.str(e.Command), bx.str(e.Host), bx.int(e.PID), bx.str(e.Reason), int64(e.HTTPStatus), e.Took.Microseconds())
+				bx.str(e.Command), bx.str(e.Host), bx.int(e.PID), bx.str(e.Reason), int64(e.HTTPStatus), e.Took.Microseconds(),
+				key, guid)
 		}
 		q := sqlHistoryInsertOne
 		if n > 1 {
 			q = sqlHistoryInsertMany
 		}
 		qs = append(qs, histStmt{q, args})
-		es = es[n:]
+		from += n
 	}
 	return qs
 }
@@ -343,13 +361,15 @@ func (b *boxes) int(n int) any {
 const sqliteHistoryRows = 32
 
 var (
-	sqlHistoryInsertOne  = `INSERT INTO history(` + historyColumns + `) VALUES ` + historyMarks
-	sqlHistoryInsertMany = `INSERT INTO history(` + historyColumns + `) VALUES ` + strings.TrimSuffix(strings.Repeat(historyMarks+", ", sqliteHistoryRows), ", ")
+	sqlHistoryInsertOne  = `INSERT INTO history(` + historyColumns + `, hist_key) VALUES ` + historyMarks
+	sqlHistoryInsertMany = `INSERT INTO history(` + historyColumns + `, hist_key) VALUES ` + strings.TrimSuffix(strings.Repeat(historyMarks+", ", sqliteHistoryRows), ", ")
 )
 
-const sqlPgHistoryInsert = `INSERT INTO history(` + historyColumns + `) SELECT * FROM unnest(
+const sqlPgHistoryInsert = `INSERT INTO history(` + historyColumns + `, hist_key)
+SELECT ` + historyColumns + `, COALESCE(key, (SELECT hist_key FROM tx WHERE tx.guid = e.guid)) FROM unnest(
 ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::timestamptz[], ?::text[], ?::text[], ?::text[], ?::text[],
-?::int[], ?::text[], ?::text[], ?::int[], ?::text[], ?::int[], ?::bigint[])`
+?::int[], ?::text[], ?::text[], ?::int[], ?::text[], ?::int[], ?::bigint[], ?::bigint[])
+AS e(` + historyColumns + `, key)`
 
 // pgHistoryInsert passes each column as one array literal, in text: a
 // []string in binary goes through pgx element by element, each boxed in
@@ -357,7 +377,7 @@ const sqlPgHistoryInsert = `INSERT INTO history(` + historyColumns + `) SELECT *
 // built in one buffer and passed as *string, which pgx sends as text and
 // boxes without allocating; the server parses them (the statement's casts
 // give their types).
-func pgHistoryInsert(es []Entry) histStmt {
+func pgHistoryInsert(es []Entry, ps []pending) histStmt {
 	var cols pgHistoryColumns
 	b := make([]byte, 0, len(es)*(2*sha256Hex+200))
 	var ends [len(cols)]int
@@ -367,7 +387,7 @@ func pgHistoryInsert(es []Entry) histStmt {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendHistoryColumn(b, c, &es[i])
+			b = appendHistoryColumn(b, c, &es[i], keyOf(ps, i))
 		}
 		b = append(b, '}')
 		ends[c] = len(b)
@@ -384,15 +404,15 @@ func pgHistoryInsert(es []Entry) histStmt {
 }
 
 // pgHistoryColumns are the history's columns as array literals, in
-// historyColumns' order.
-type pgHistoryColumns [17]string
+// historyColumns' order, then the entries' own keys.
+type pgHistoryColumns [18]string
 
 // sha256Hex is the length of a hash as stored.
 const sha256Hex = 64
 
-// appendHistoryColumn appends e's value of column c (historyColumns'
+// appendHistoryColumn appends e's value of column c (pgHistoryColumns'
 // order) as an element of an array literal.
-func appendHistoryColumn(b []byte, c int, e *Entry) []byte {
+func appendHistoryColumn(b []byte, c int, e *Entry, key int64) []byte {
 	switch c {
 	case 0:
 		return appendArrayText(b, e.Chain)
@@ -428,9 +448,22 @@ func appendHistoryColumn(b []byte, c int, e *Entry) []byte {
 		return appendArrayText(b, e.Reason)
 	case 15:
 		return strconv.AppendInt(b, int64(e.HTTPStatus), 10)
-	default:
+	case 16:
 		return strconv.AppendInt(b, e.Took.Microseconds(), 10)
+	default:
+		if key == 0 {
+			return append(b, "NULL"...)
+		}
+		return strconv.AppendInt(b, key, 10)
 	}
+}
+
+// keyOf is the key of entry i that ps give (0: its row's).
+func keyOf(ps []pending, i int) int64 {
+	if ps == nil {
+		return 0
+	}
+	return ps[i].key
 }
 
 // appendArrayText appends s as a quoted element of an array literal: a
@@ -450,8 +483,8 @@ func appendArrayText(b []byte, s string) []byte {
 // statements are what a store's writer runs to append a transaction's
 // entries and move the chain's head, after the operations' own statements
 // and before the COMMIT.
-func (c *chain) statements(d *dialect, es []Entry, head ChainHead) []histStmt {
-	qs := historyInserts(d, es)
+func (c *chain) statements(d *dialect, es []Entry, ps []pending, head ChainHead) []histStmt {
+	qs := historyInserts(d, es, ps)
 	a := c.actor
 	return append(qs, histStmt{sqlChainUpsert, []any{head.Chain, a.Command, a.Host, a.PID, d.atArg(time.Now()), head.Seq, head.Hash}})
 }

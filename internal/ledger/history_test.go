@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -218,6 +219,14 @@ state_after, rsp_after, attempts, command, host, pid, reason, http_status, took_
 	{"chain's head record removed", func(rw *testkit.Raw, c string, n int64) {
 		rw.Exec(`DELETE FROM history_chain WHERE chain = ?`, c)
 	}, func(int64) int64 { return 0 }, "no head"},
+	// The key is not hashed: an entry whose key no longer leads to it
+	// would vanish from its GUID's history without breaking a chain.
+	{"entry's key changed", func(rw *testkit.Raw, c string, n int64) {
+		rw.Exec(`UPDATE history SET hist_key = hist_key + 1 WHERE chain = ? AND seq = 3`, c)
+	}, func(int64) int64 { return 3 }, "cannot be found"},
+	{"row's key changed", func(rw *testkit.Raw, c string, n int64) {
+		rw.Exec(`UPDATE tx SET hist_key = hist_key + 1 WHERE guid = (SELECT guid FROM history WHERE chain = ? AND seq = 5)`, c)
+	}, func(int64) int64 { return 5 }, "cannot be found"},
 }
 
 // TestAuditDetectsTampering: Audit passes on an untouched history and
@@ -300,46 +309,143 @@ func TestPurgeHistory(t *testing.T) {
 	})
 }
 
-// TestHistoryMigration: a ledger made with schema version 1 gains the
-// history on Open; its rows keep working and their changes from then on
-// have entries.
+// TestHistoryMigration: a ledger made with an older schema version is
+// brought to the current one on Open: from version 1 it gains the
+// history, from version 2 the history's keys (its entries without one are
+// still found); its rows keep working and their changes from then on have
+// entries, found by GUID.
 func TestHistoryMigration(t *testing.T) {
-	testkit.EachStore(t, func(t *testing.T, db string) {
-		ctx := context.Background()
-		if !IsURL(db) {
-			rawDBMode(t, db, "rwc").Exec(`PRAGMA user_version = 0`) // creates the file
-		}
-		rw := testkit.OpenRaw(t, db, IsURL(db))
-		v1 := "testdata/schema_v1.sql"
-		if rw.Postgres() {
-			v1 = "testdata/schema_postgres_v1.sql"
-		}
-		schema, err := os.ReadFile(v1)
-		assert.NilError(t, err)
-		if rw.Postgres() {
-			for _, stmt := range strings.Split(string(schema), ";\n") {
-				if strings.TrimSpace(stripComments(stmt)) != "" {
-					rw.Exec(stmt)
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			testkit.EachStore(t, func(t *testing.T, db string) {
+				ctx := context.Background()
+				if !IsURL(db) {
+					rawDBMode(t, db, "rwc").Exec(`PRAGMA user_version = 0`) // creates the file
 				}
-			}
-		} else {
-			rw.Exec(string(schema))
-		}
-		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
-		rw.Exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at) VALUES (?, ?, 'UNKNOWN', ?, ?, NULL, 1, `+rw.Now()+`)`,
-			r.GUID, r.TxCode, codeTimeout, r.Frame)
+				rw := testkit.OpenRaw(t, db, IsURL(db))
+				file := fmt.Sprintf("testdata/schema_v%d.sql", version)
+				if rw.Postgres() {
+					file = fmt.Sprintf("testdata/schema_postgres_v%d.sql", version)
+				}
+				schema, err := os.ReadFile(file)
+				assert.NilError(t, err)
+				if rw.Postgres() {
+					for _, stmt := range strings.Split(string(schema), ";\n") {
+						if strings.TrimSpace(stripComments(stmt)) != "" {
+							rw.Exec(stmt)
+						}
+					}
+				} else {
+					rw.Exec(string(schema))
+				}
+				r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+				rw.Exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at) VALUES (?, ?, 'UNKNOWN', ?, ?, NULL, 1, `+rw.Now()+`)`,
+					r.GUID, r.TxCode, codeTimeout, r.Frame)
+				before := []change{}
+				if version == 2 {
+					// The entry a version 2 relay wrote when the call's
+					// answer never came, in a chain of its own.
+					e := Entry{Chain: "relay-v2", Seq: 1, GUID: r.GUID, At: time.Now().UTC().Truncate(time.Microsecond),
+						StateBefore: StateSent, StateAfter: StateUnknown, RspAfter: codeTimeout, Attempts: 1,
+						Command: "relay", Host: "old", PID: 1, Why: Why{Reason: "no answer"}}
+					e.Hash = entryHash(&e)
+					at := any(e.At)
+					if !rw.Postgres() {
+						at = e.At.Format(atLayout)
+					}
+					rw.Exec(`INSERT INTO history(`+historyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+						e.Chain, e.Seq, e.PrevHash, e.Hash, e.GUID, at, string(e.StateBefore), e.RspBefore, string(e.StateAfter), e.RspAfter,
+						e.Attempts, e.Command, e.Host, e.PID, e.Reason, 0, 0)
+					rw.Exec(`INSERT INTO history_chain(chain, command, host, pid, started_at, head_seq, head_hash) VALUES (?, 'relay', 'old', 1, ?, 1, ?)`,
+						e.Chain, at, e.Hash)
+					before = changesOf([]Entry{e})
+				}
 
-		l := openLedger(t, db)
-		var v int
-		assert.NilError(t, rw.QueryRow(`SELECT MAX(version) FROM schema_version`, nil, &v))
-		assert.Equal(t, v, 2)
-		assert.Equal(t, len(history(t, l, r.GUID)), 0, "no history before the migration")
-		assert.NilError(t, l.Transition(ctx, r.GUID, StateUnknown, Outcome{State: StateFailed, RspCode: codeNoConnect, Why: Why{Reason: "lookup 404", HTTPStatus: 404}}))
-		assert.DeepEqual(t, changesOf(history(t, l, r.GUID)), []change{
-			{StateUnknown, StateFailed, codeTimeout, codeNoConnect, 1, "lookup 404"},
+				l := openLedger(t, db)
+				var v int
+				assert.NilError(t, rw.QueryRow(`SELECT MAX(version) FROM schema_version`, nil, &v))
+				assert.Equal(t, v, SchemaVersion)
+				assert.DeepEqual(t, changesOf(history(t, l, r.GUID)), before)
+				assert.NilError(t, l.Transition(ctx, r.GUID, StateUnknown, Outcome{State: StateFailed, RspCode: codeNoConnect, Why: Why{Reason: "lookup 404", HTTPStatus: 404}}))
+				assert.DeepEqual(t, changesOf(history(t, l, r.GUID)), append(before,
+					change{StateUnknown, StateFailed, codeTimeout, codeNoConnect, 1, "lookup 404"},
+				))
+				mustAudit(t, l)
+
+				// A row claimed from now on has a key, and so have its
+				// entries.
+				fresh := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+				seed(t, l, fresh, StateDone, codeOK)
+				assert.Equal(t, len(history(t, l, fresh.GUID)), 2)
+				var unkeyed int
+				assert.NilError(t, rw.QueryRow(`SELECT COUNT(*) FROM history WHERE guid = ? AND hist_key IS NULL`, []any{fresh.GUID}, &unkeyed))
+				assert.Equal(t, unkeyed, 0)
+				mustAudit(t, l)
+			})
 		})
+	}
+}
+
+// TestHistoryFoundByKey: a GUID's entries are found through its row's
+// key (schema.sql, version 3) while the row lives, through its purge's
+// entry once it is gone, and both after the GUID is claimed again; no
+// entry of a row that has a key goes into the index on GUIDs.
+func TestHistoryFoundByKey(t *testing.T) {
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		ctx := context.Background()
+		rw := raw(t, l)
+		r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+		other := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+		seed(t, l, r, StateDone, codeOK)
+		seed(t, l, other, StateDone, codeOK)
+		claimed := change{"", StateSent, "", "", 1, reasonClaimed}
+		done := change{StateSent, StateDone, "", codeOK, 1, "test"}
+		assert.DeepEqual(t, changesOf(history(t, l, r.GUID)), []change{claimed, done})
+
+		var inGUIDIndex int
+		assert.NilError(t, rw.QueryRow(`SELECT COUNT(*) FROM history WHERE hist_key IS NULL OR state_after = ''`, nil, &inGUIDIndex))
+		assert.Equal(t, inGUIDIndex, 0)
+
+		rw.SetUpdatedAt(r.GUID, time.Now().Add(-48*time.Hour))
+		n, err := l.PurgeDone(ctx, 24*time.Hour, false, "purged after 1 day")
+		assert.NilError(t, err)
+		assert.Equal(t, n, int64(1))
+		purged := change{StateDone, "", codeOK, "", 1, "purged after 1 day"}
+		assert.DeepEqual(t, changesOf(history(t, l, r.GUID)), []change{claimed, done, purged})
+
+		// Claimed again: a new row, with a new key.
+		seed(t, l, r, StateDone, codeOK)
+		assert.DeepEqual(t, changesOf(history(t, l, r.GUID)), []change{claimed, done, purged, claimed, done})
+		assert.DeepEqual(t, changesOf(history(t, l, other.GUID)), []change{claimed, done})
 		mustAudit(t, l)
 	})
+}
+
+// TestHistoryLookupSearchesIndexes: on SQLite, reading a GUID's entries
+// searches indexes, never scans the history, and no index on the GUID is
+// left that every entry writes into.
+func TestHistoryLookupSearchesIndexes(t *testing.T) {
+	l := openLedger(t, filepath.Join(t.TempDir(), "ledger.db"))
+	rw := raw(t, l)
+	var names string
+	assert.NilError(t, rw.QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'history' AND sql IS NOT NULL ORDER BY name)`, nil, &names))
+	assert.Equal(t, names, "history_guid_unkeyed history_key")
+
+	rows, err := rawDB(t, l.Path()).Query(`EXPLAIN QUERY PLAN `+sqlHistoryOf, "g", "g", "g", "g")
+	assert.NilError(t, err)
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		assert.NilError(t, rows.Scan(&id, &parent, &notused, &detail))
+		plan = append(plan, detail)
+	}
+	assert.NilError(t, rows.Err())
+	all := strings.Join(plan, "\n")
+	assert.Check(t, !strings.Contains(all, "SCAN history"), all)
+	assert.Check(t, is.Contains(all, "USING INDEX history_guid_unkeyed"))
+	assert.Check(t, is.Contains(all, "USING INDEX history_key"))
 }
 
 func stripComments(s string) string {

@@ -17,7 +17,7 @@ import (
 // SchemaVersion is the highest schema version this binary knows (both
 // stores).
 // Version 2 added the history (SPEC 6b).
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // timeLayout is the text form of SQLite's datetime('now').
 const timeLayout = "2006-01-02 15:04:05"
@@ -25,6 +25,19 @@ const timeLayout = "2006-01-02 15:04:05"
 // specColumns are the tx columns of SPEC section 6; a tx table without all
 // of them is not a ledger.
 var specColumns = []string{"guid", "tx_code", "state", "rsp_code", "request", "response", "attempts", "updated_at"}
+
+// addedColumns are the columns added to a table after its first release,
+// as each store declares them (the same as in its schema file's CREATE
+// TABLE). Open adds those missing from an older ledger's tables before it
+// runs the schema file, whose indexes may use them; only when missing,
+// because ALTER TABLE ADD COLUMN is not idempotent and, on PostgreSQL,
+// locks the table against every relay even when it finds the column there.
+var addedColumns = []struct{ table, column, sqlite, postgres string }{
+	{"tx", "prev_rsp_code", "TEXT", "text"},
+	{"tx", "claim_token", "TEXT NOT NULL DEFAULT ''", "text NOT NULL DEFAULT ''"},
+	{"tx", "hist_key", "INTEGER", "bigint"},
+	{"history", "hist_key", "INTEGER", "bigint"},
+}
 
 // Option changes how Open and OpenExisting set up a Ledger.
 type Option func(*config)

@@ -206,7 +206,7 @@ func (s *pgStore) commitWithHistory(ctx context.Context, c *pgx.Conn, batch []*o
 		es, h := s.chain.seal(ps, at)
 		head = &h
 		b := &pgx.Batch{}
-		for _, q := range s.chain.statements(postgresDialect, es, h) {
+		for _, q := range s.chain.statements(postgresDialect, es, ps, h) {
 			b.Queue(dollarPlaceholders(q.q), q.args...)
 		}
 		res := c.SendBatch(ctx, b)

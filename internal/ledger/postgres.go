@@ -186,26 +186,26 @@ func applyPostgresSchema(ctx context.Context, pool *pgxpool.Pool, mustExist bool
 			return fmt.Errorf("schema version %d is newer than this binary's %d: %w", *v, SchemaVersion, ErrNotLedger)
 		}
 	}
+	for _, c := range addedColumns {
+		var has bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, c.table, c.column).Scan(&has); err != nil {
+			return fmt.Errorf("read %s columns: %w", c.table, err)
+		}
+		if !has {
+			var hasTable bool
+			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, c.table).Scan(&hasTable); err != nil {
+				return fmt.Errorf("read tables: %w", err)
+			}
+			if !hasTable {
+				continue // created by schema_postgres.sql, with the column
+			}
+			if _, err := tx.Exec(ctx, `ALTER TABLE `+c.table+` ADD COLUMN `+c.column+` `+c.postgres); err != nil {
+				return fmt.Errorf("add %s.%s: %w", c.table, c.column, err)
+			}
+		}
+	}
 	if _, err := tx.Conn().PgConn().Exec(ctx, schemaPostgresSQL).ReadAll(); err != nil {
 		return fmt.Errorf("apply schema_postgres.sql: %w", err)
-	}
-	var hasPrev bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'tx'::regclass AND attname = 'prev_rsp_code' AND NOT attisdropped)`).Scan(&hasPrev); err != nil {
-		return fmt.Errorf("read tx columns: %w", err)
-	}
-	if !hasPrev {
-		if _, err := tx.Exec(ctx, `ALTER TABLE tx ADD COLUMN prev_rsp_code text`); err != nil {
-			return fmt.Errorf("add tx.prev_rsp_code: %w", err)
-		}
-	}
-	var hasToken bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'tx'::regclass AND attname = 'claim_token' AND NOT attisdropped)`).Scan(&hasToken); err != nil {
-		return fmt.Errorf("read tx columns: %w", err)
-	}
-	if !hasToken {
-		if _, err := tx.Exec(ctx, `ALTER TABLE tx ADD COLUMN claim_token text NOT NULL DEFAULT ''`); err != nil {
-			return fmt.Errorf("add tx.claim_token: %w", err)
-		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit schema: %w", err)
@@ -361,7 +361,7 @@ func (s *pgStore) appendHistoryTx(ctx context.Context, tx pgx.Tx, ps []pending) 
 		return nil, fmt.Errorf("read the database's time: %w", err)
 	}
 	es, head := s.chain.seal(ps, at)
-	for _, q := range s.chain.statements(postgresDialect, es, head) {
+	for _, q := range s.chain.statements(postgresDialect, es, ps, head) {
 		if _, err := tx.Exec(ctx, dollarPlaceholders(q.q), q.args...); err != nil {
 			return nil, fmt.Errorf("append history: %w", err)
 		}

@@ -7,8 +7,9 @@
 -- is idempotent, so applying this file twice changes nothing.
 --
 -- The same table and columns as schema.sql, in PostgreSQL's types; the
--- rules for changing it are the same (a new column carries a DEFAULT; a
--- change is a new schema version).
+-- rules for changing it are the same (a new column carries a DEFAULT or
+-- allows NULL, and goes into addedColumns too; a change is a new schema
+-- version).
 
 CREATE TABLE IF NOT EXISTS tx (
     guid       text PRIMARY KEY,
@@ -19,7 +20,10 @@ CREATE TABLE IF NOT EXISTS tx (
     request    bytea,        -- the whole request frame as received
     response   bytea,        -- the whole response frame as sent
     attempts   integer,
-    updated_at timestamptz   -- the time of the last change, the database's clock
+    updated_at timestamptz,  -- the time of the last change, the database's clock
+    prev_rsp_code text,                     -- version 2
+    claim_token   text NOT NULL DEFAULT '', -- see below
+    hist_key      bigint                    -- version 3
 );
 
 -- The batch commands select by state and age, and page on (updated_at,
@@ -34,9 +38,7 @@ CREATE TABLE IF NOT EXISTS schema_version (
 INSERT INTO schema_version(version) VALUES (1) ON CONFLICT DO NOTHING;
 
 -- Version 2: the history of every row (SPEC 6b), as in schema.sql, and
--- tx.prev_rsp_code, the rsp_code a transition replaced (for the entry),
--- added by Open only when missing (postgres.go): an ALTER TABLE, even one
--- that finds the column there, locks tx against every relay for a moment.
+-- tx.prev_rsp_code, the rsp_code a transition replaced (for the entry).
 -- Each relay appends to its own chain (its own rows of history and its own
 -- row of history_chain), so the history adds no lock shared across relays.
 
@@ -58,6 +60,7 @@ CREATE TABLE IF NOT EXISTS history (
     reason       text NOT NULL,
     http_status  integer NOT NULL,
     took_us      bigint NOT NULL,
+    hist_key     bigint,  -- version 3
     PRIMARY KEY (chain, seq)
 );
 
@@ -77,10 +80,18 @@ CREATE TABLE IF NOT EXISTS history_chain (
 
 INSERT INTO schema_version(version) VALUES (2) ON CONFLICT DO NOTHING;
 
--- tx.claim_token (NOT NULL DEFAULT ''), added by Open only when missing as
--- prev_rsp_code is: a value unique to each claim, written by the claim's
--- INSERT and by every re-claim. (guid, attempts) does not identify a claim:
+-- tx.claim_token (NOT NULL DEFAULT ''): a value unique to each claim,
+-- written by the claim's INSERT and by every re-claim. (guid, attempts) does not identify a claim:
 -- a claim whose COMMIT never landed leaves the GUID to a fresh claim with
 -- the same attempts, and the unconfirmed claim's abandon must not take
 -- that one's row. Binaries that do not know the column leave it '' and
 -- stay correct; so the schema version is unchanged and they still open it.
+
+-- Version 3: tx.hist_key and history.hist_key, as in schema.sql, which
+-- says why. Here history_guid stays the index every lookup uses:
+-- PostgreSQL's WAL records an index entry rather than its page (but for a
+-- page's first change after a checkpoint), so a random key costs it little;
+-- and an index built on a live shared ledger would hold every relay's
+-- history INSERTs for as long as it took. The keys are written all the
+-- same: both stores run the same statements.
+INSERT INTO schema_version(version) VALUES (3) ON CONFLICT DO NOTHING;

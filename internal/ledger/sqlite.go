@@ -257,26 +257,22 @@ func applySchema(ctx context.Context, c *sql.Conn, mustExist bool) (err error) {
 		}
 	}
 
+	for _, c := range addedColumns {
+		if _, ok := tables[c.table]; !ok {
+			continue // created by schema.sql, with the column
+		}
+		var has int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, c.table, c.column).Scan(&has); err != nil {
+			return fmt.Errorf("read %s columns: %w", c.table, err)
+		}
+		if has == 0 {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE `+c.table+` ADD COLUMN `+c.column+` `+c.sqlite); err != nil {
+				return fmt.Errorf("add %s.%s: %w", c.table, c.column, err)
+			}
+		}
+	}
 	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
 		return fmt.Errorf("apply schema.sql: %w", err)
-	}
-	var hasPrev int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('tx') WHERE name = 'prev_rsp_code'`).Scan(&hasPrev); err != nil {
-		return fmt.Errorf("read tx columns: %w", err)
-	}
-	if hasPrev == 0 {
-		if _, err := tx.ExecContext(ctx, `ALTER TABLE tx ADD COLUMN prev_rsp_code TEXT`); err != nil {
-			return fmt.Errorf("add tx.prev_rsp_code: %w", err)
-		}
-	}
-	var hasToken int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('tx') WHERE name = 'claim_token'`).Scan(&hasToken); err != nil {
-		return fmt.Errorf("read tx columns: %w", err)
-	}
-	if hasToken == 0 {
-		if _, err := tx.ExecContext(ctx, `ALTER TABLE tx ADD COLUMN claim_token TEXT NOT NULL DEFAULT ''`); err != nil {
-			return fmt.Errorf("add tx.claim_token: %w", err)
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit schema: %w", err)

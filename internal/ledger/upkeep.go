@@ -120,7 +120,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (chain) DO NOTHING`,
 			var n int64
 			err = l.st.do(ctx, operation{run: func(tx stmts) error {
 				n = 0
-				for _, q := range historyInserts(d, es) {
+				for _, q := range historyInserts(d, es, nil) {
 					k, err := tx.exec(q.q+` ON CONFLICT (chain, seq) DO NOTHING`, q.args...)
 					if err != nil {
 						return err

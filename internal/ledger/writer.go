@@ -274,7 +274,7 @@ func (s *sqliteStore) appendHistory(batch ...*op) (*ChainHead, error) {
 		}
 	}
 	es, head := s.chain.seal(ps, time.Now())
-	for _, q := range s.chain.statements(sqliteDialect, es, head) {
+	for _, q := range s.chain.statements(sqliteDialect, es, ps, head) {
 		if _, err := s.w.exec(q.q, q.args); err != nil {
 			return nil, fmt.Errorf("append history: %w", err)
 		}

@@ -1,0 +1,92 @@
+-- Schema version 2 as released, with the columns Open then added from Go
+-- (prev_rsp_code, claim_token) at the end: what a version 2 ledger holds.
+
+-- The LH-STD relay's idempotency ledger on PostgreSQL (SPEC sections 6, 6a).
+--
+-- Applied by ledger.Open at every start, in one transaction that first
+-- takes a transaction-scoped advisory lock, so that relays starting at the
+-- same instant apply it one after the other (CREATE TABLE IF NOT EXISTS is
+-- not safe against a concurrent CREATE of the same table). Every statement
+-- is idempotent, so applying this file twice changes nothing.
+--
+-- The same table and columns as schema.sql, in PostgreSQL's types; the
+-- rules for changing it are the same (a new column carries a DEFAULT; a
+-- change is a new schema version).
+
+CREATE TABLE IF NOT EXISTS tx (
+    guid       text PRIMARY KEY,
+    tx_code    text,
+    state      text CHECK (state IN
+                   ('RECEIVED','SENT','DONE','UNKNOWN','FAILED')),
+    rsp_code   text,
+    request    bytea,        -- the whole request frame as received
+    response   bytea,        -- the whole response frame as sent
+    attempts   integer,
+    updated_at timestamptz   -- the time of the last change, the database's clock
+);
+
+-- The batch commands select by state and age, and page on (updated_at,
+-- guid): with guid in the index each page is one range of it.
+CREATE INDEX IF NOT EXISTS tx_state_updated_at ON tx(state, updated_at, guid);
+
+CREATE TABLE IF NOT EXISTS schema_version (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+INSERT INTO schema_version(version) VALUES (1) ON CONFLICT DO NOTHING;
+
+-- Version 2: the history of every row (SPEC 6b), as in schema.sql, and
+-- tx.prev_rsp_code, the rsp_code a transition replaced (for the entry),
+-- added by Open only when missing (postgres.go): an ALTER TABLE, even one
+-- that finds the column there, locks tx against every relay for a moment.
+-- Each relay appends to its own chain (its own rows of history and its own
+-- row of history_chain), so the history adds no lock shared across relays.
+
+CREATE TABLE IF NOT EXISTS history (
+    chain        text NOT NULL,
+    seq          bigint NOT NULL,
+    prev_hash    text NOT NULL,
+    hash         text NOT NULL,
+    guid         text NOT NULL,
+    at           timestamptz NOT NULL,  -- the server's clock_timestamp() before the COMMIT
+    state_before text NOT NULL,
+    rsp_before   text NOT NULL,
+    state_after  text NOT NULL,
+    rsp_after    text NOT NULL,
+    attempts     integer NOT NULL,
+    command      text NOT NULL,
+    host         text NOT NULL,
+    pid          integer NOT NULL,
+    reason       text NOT NULL,
+    http_status  integer NOT NULL,
+    took_us      bigint NOT NULL,
+    PRIMARY KEY (chain, seq)
+);
+
+CREATE INDEX IF NOT EXISTS history_guid ON history(guid);
+
+CREATE TABLE IF NOT EXISTS history_chain (
+    chain      text PRIMARY KEY,
+    command    text NOT NULL,
+    host       text NOT NULL,
+    pid        integer NOT NULL,
+    started_at timestamptz NOT NULL,
+    head_seq   bigint NOT NULL,
+    head_hash  text NOT NULL,
+    cut_seq    bigint NOT NULL DEFAULT 0,
+    cut_hash   text NOT NULL DEFAULT ''
+);
+
+INSERT INTO schema_version(version) VALUES (2) ON CONFLICT DO NOTHING;
+
+-- tx.claim_token (NOT NULL DEFAULT ''), added by Open only when missing as
+-- prev_rsp_code is: a value unique to each claim, written by the claim's
+-- INSERT and by every re-claim. (guid, attempts) does not identify a claim:
+-- a claim whose COMMIT never landed leaves the GUID to a fresh claim with
+-- the same attempts, and the unconfirmed claim's abandon must not take
+-- that one's row. Binaries that do not know the column leave it '' and
+-- stay correct; so the schema version is unchanged and they still open it.
+
+ALTER TABLE tx ADD COLUMN prev_rsp_code text;
+ALTER TABLE tx ADD COLUMN claim_token text NOT NULL DEFAULT '';

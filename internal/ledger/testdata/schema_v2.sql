@@ -1,0 +1,108 @@
+-- Schema version 2 as released, with the columns Open then added from Go
+-- (prev_rsp_code, claim_token) at the end: what a version 2 ledger holds.
+
+-- The LH-STD relay's idempotency ledger (SPEC section 6).
+--
+-- Applied by ledger.Open at every start, inside one BEGIN IMMEDIATE
+-- transaction. Every statement is idempotent, so applying this file twice
+-- changes nothing.
+--
+-- The tx columns, their names and types are part of the external contract:
+-- never rename or retype them. A column added later must carry a DEFAULT so
+-- that a row inserted with only the columns below stays valid; such a change
+-- is a new schema version (a new row in schema_version, plus the ALTER TABLE
+-- run from Go only when the column is missing, since ALTER TABLE ADD COLUMN
+-- is not idempotent).
+
+CREATE TABLE IF NOT EXISTS tx (
+    -- NOT NULL because SQLite, for historical reasons, lets a non-INTEGER
+    -- PRIMARY KEY hold NULL, and a NULL key would defeat ON CONFLICT(guid).
+    guid       TEXT PRIMARY KEY NOT NULL,
+    tx_code    TEXT,
+    state      TEXT CHECK (state IN
+                   ('RECEIVED','SENT','DONE','UNKNOWN','FAILED')),
+    rsp_code   TEXT,
+    request    BLOB,  -- the whole request frame as received
+    response   BLOB,  -- the whole response frame as sent
+    attempts   INTEGER,
+    updated_at TEXT   -- datetime('now'): 'YYYY-MM-DD HH:MM:SS', UTC
+);
+
+-- The batch commands select by state and age (resolve: UNKNOWN and stale
+-- SENT rows; reprocess: FAILED rows; purge: old DONE rows), and Stats looks
+-- for the oldest UNKNOWN row: all of them are range scans on this index.
+CREATE INDEX IF NOT EXISTS tx_state_updated_at ON tx(state, updated_at);
+
+-- One row per schema version applied. Open refuses a ledger whose highest
+-- version is newer than the binary knows, so an old binary cannot write a
+-- file a newer one has migrated.
+CREATE TABLE IF NOT EXISTS schema_version (
+    version    INTEGER PRIMARY KEY,
+    applied_at TEXT NOT NULL DEFAULT (datetime('now'))
+);
+
+INSERT OR IGNORE INTO schema_version(version) VALUES (1);
+
+-- Version 2: the history of every row (SPEC 6b). tx gains prev_rsp_code
+-- (NULL by default): a transition sets it to the rsp_code it replaces and
+-- returns it for the history entry. ALTER TABLE ADD COLUMN is not
+-- idempotent, so Open runs it only when the column is missing
+-- (sqlite.go, applySchema).
+--
+-- The history itself: One entry per change of a
+-- tx row, written in the same transaction, never updated; see the package
+-- doc ("History") for the chain. at is the transaction's time,
+-- 'YYYY-MM-DD HH:MM:SS.ffffff' UTC; took_us the core call's duration in
+-- microseconds (0: no call); an empty state is "no row".
+CREATE TABLE IF NOT EXISTS history (
+    chain        TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    prev_hash    TEXT NOT NULL,
+    hash         TEXT NOT NULL,
+    guid         TEXT NOT NULL,
+    at           TEXT NOT NULL,
+    state_before TEXT NOT NULL,
+    rsp_before   TEXT NOT NULL,
+    state_after  TEXT NOT NULL,
+    rsp_after    TEXT NOT NULL,
+    attempts     INTEGER NOT NULL,
+    command      TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    reason       TEXT NOT NULL,
+    http_status  INTEGER NOT NULL,
+    took_us      INTEGER NOT NULL,
+    PRIMARY KEY (chain, seq)
+);
+
+-- ledger history GUID reads one GUID's entries.
+CREATE INDEX IF NOT EXISTS history_guid ON history(guid);
+
+-- One row per chain: its writer, its head (the last entry appended, so
+-- that removing the last entries shows) and its cut (the last entry a
+-- purge of history removed, whose hash the first remaining entry links
+-- to).
+CREATE TABLE IF NOT EXISTS history_chain (
+    chain      TEXT PRIMARY KEY NOT NULL,
+    command    TEXT NOT NULL,
+    host       TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    head_seq   INTEGER NOT NULL,
+    head_hash  TEXT NOT NULL,
+    cut_seq    INTEGER NOT NULL DEFAULT 0,
+    cut_hash   TEXT NOT NULL DEFAULT ''
+);
+
+INSERT OR IGNORE INTO schema_version(version) VALUES (2);
+
+-- tx.claim_token (NOT NULL DEFAULT ''), added by Open only when missing as
+-- prev_rsp_code is: a value unique to each claim, written by the claim's
+-- INSERT and by every re-claim. (guid, attempts) does not identify a claim:
+-- a claim whose COMMIT never landed leaves the GUID to a fresh claim with
+-- the same attempts, and the unconfirmed claim's abandon must not take
+-- that one's row. Binaries that do not know the column leave it '' and
+-- stay correct; so the schema version is unchanged and they still open it.
+
+ALTER TABLE tx ADD COLUMN prev_rsp_code TEXT;
+ALTER TABLE tx ADD COLUMN claim_token TEXT NOT NULL DEFAULT '';
