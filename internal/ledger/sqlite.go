@@ -200,6 +200,11 @@ func (s *sqliteStore) dsn(mode string, writer bool) string {
 	q.Set("_busy_timeout", strconv.FormatInt(s.cfg.busyTimeout.Milliseconds(), 10))
 	q.Set("_foreign_keys", "1")
 	q.Set("_stmt_cache_size", "32")
+	// A connection is only ever used by one goroutine at a time (the
+	// writer's is the writer goroutine's; database/sql hands a read
+	// connection to one caller at a time), so SQLite's per-connection
+	// mutex only costs a lock and unlock per call.
+	q.Set("_mutex", "no")
 	if writer {
 		q.Set("_journal_mode", "WAL")
 		q.Set("_synchronous", "FULL")
