@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"lhrelay/internal/plant"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -141,59 +142,16 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 			return c, nil
 		}
 	}
-	var c Claim
 	token := l.newClaimToken()
 	// A key that grows with time, so that the row's entries go to the
 	// last pages of history's index on it (schema.sql, version 3).
 	key := time.Now().UnixMicro()
-	err := l.st.do(ctx, operation{guid: r.GUID, run: func(tx stmts) error {
-		c = Claim{}
-		var row existingRow
-		// A row deleted between the INSERT that found it and the SELECT
-		// (purge, on a store where those are two transactions) is gone:
-		// claim again. Twice is enough, since purge only takes old rows.
-		for try := 0; ; try++ {
-			n, err := tx.changeOne(sqlClaimInsert, []any{r.GUID, r.TxCode, r.Frame, token, key},
-				pending{guid: r.GUID, stateAfter: StateSent, attempts: 1, why: Why{Reason: reasonClaimed}, key: key})
-			if err != nil {
-				return fmt.Errorf("insert: %w", err)
-			}
-			if n == 1 {
-				c = Claim{Outcome: Owned, Attempts: 1}
-				return nil
-			}
-			row, err = readExisting(tx, r.GUID)
-			if errors.Is(err, errNoRows) && try < 2 {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("read existing row: %w", err)
-			}
-			break
-		}
-		found, err := decideExisting(r, row.txCode.String, State(row.state.String), row.rspCode.String, row.request, row.response, int(row.attempts.Int64))
-		if err != nil {
-			return err
-		}
-		if found.Outcome == NeedsClaim {
-			var a int64
-			n, err := tx.change(sqlReclaim, []any{token, r.GUID}, reclaimed(r.GUID, reasonReclaimed, &a))
-			switch {
-			case err == nil && n == 0:
-				// Another relay (or, on SQLite, nobody: the writer holds
-				// the write lock) took it first: the statement is
-				// conditional, so the answer is too.
-				found.Outcome = InProgress
-			case err != nil:
-				return fmt.Errorf("re-claim FAILED row: %w", err)
-			default:
-				found.Outcome = Owned
-				found.Attempts = int(a)
-			}
-		}
-		c = found
-		return nil
-	}})
+	cr := claimRuns.Get().(*claimRun)
+	cr.r, cr.key = r, key
+	cr.args = [5]any{r.GUID, recurring.box(r.TxCode), r.Frame, token, key}
+	err := l.st.do(ctx, operation{guid: r.GUID, runner: cr})
+	c := cr.c
+	cr.recycle()
 	if err != nil {
 		l.countError(opClaim, err)
 		if errors.Is(err, ErrUnconfirmed) && c.Outcome == Owned {
@@ -204,6 +162,79 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 		return Claim{}, fmt.Errorf("ledger: claim %s: %w", r.GUID, err)
 	}
 	return c, nil
+}
+
+// claimRun is a claim's operation: its request and arguments, and its
+// result once run. Claims are pooled (claimRuns): a closure and its
+// captured variables, its arguments' slice and its boxes were a fifth of
+// a transfer's allocations. The store is done with it once do returned.
+type claimRun struct {
+	r   Request
+	key int64 // the row's hist_key
+	// args are sqlClaimInsert's: the GUID, TX_CODE, the frame, the
+	// claim's token and the key.
+	args [5]any
+	c    Claim
+}
+
+var claimRuns = sync.Pool{New: func() any { return new(claimRun) }}
+
+// recycle gives cr back to claimRuns, as new.
+func (cr *claimRun) recycle() {
+	*cr = claimRun{}
+	claimRuns.Put(cr)
+}
+
+// run is the claim: it may run again (after a rollback), and then
+// decides afresh.
+func (cr *claimRun) run(tx stmts) error {
+	r := cr.r
+	cr.c = Claim{}
+	var row existingRow
+	// A row deleted between the INSERT that found it and the SELECT
+	// (purge, on a store where those are two transactions) is gone:
+	// claim again. Twice is enough, since purge only takes old rows.
+	for try := 0; ; try++ {
+		n, err := tx.changeOne(sqlClaimInsert, cr.args[:],
+			pending{guid: r.GUID, stateAfter: StateSent, attempts: 1, why: Why{Reason: reasonClaimed}, key: cr.key})
+		if err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		if n == 1 {
+			cr.c = Claim{Outcome: Owned, Attempts: 1}
+			return nil
+		}
+		row, err = readExisting(tx, r.GUID)
+		if errors.Is(err, errNoRows) && try < 2 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read existing row: %w", err)
+		}
+		break
+	}
+	found, err := decideExisting(r, row.txCode.String, State(row.state.String), row.rspCode.String, row.request, row.response, int(row.attempts.Int64))
+	if err != nil {
+		return err
+	}
+	if found.Outcome == NeedsClaim {
+		var a int64
+		n, err := tx.change(sqlReclaim, []any{cr.args[3], r.GUID}, reclaimed(r.GUID, reasonReclaimed, &a))
+		switch {
+		case err == nil && n == 0:
+			// Another relay (or, on SQLite, nobody: the writer holds
+			// the write lock) took it first: the statement is
+			// conditional, so the answer is too.
+			found.Outcome = InProgress
+		case err != nil:
+			return fmt.Errorf("re-claim FAILED row: %w", err)
+		default:
+			found.Outcome = Owned
+			found.Attempts = int(a)
+		}
+	}
+	cr.c = found
+	return nil
 }
 
 // existingRow is what a claim reads of a row it found.
@@ -301,12 +332,14 @@ func (l *Ledger) Peek(ctx context.Context, r Request) (Claim, error) {
 // caller must report it. Any other row (not SENT, missing) changes nothing
 // and the error is a *StateError matching ErrStateChanged.
 func (l *Ledger) Finish(ctx context.Context, guid string, attempts int, o Outcome) error {
-	run, counted, err := l.finishOp(guid, attempts, o)
+	f := finishRuns.Get().(*finishRun)
+	err := f.init(l, guid, attempts, o, o.Response)
 	if err == nil {
-		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
-		counted(err)
+		err = l.st.do(ctx, operation{guid: guid, runner: f, rerunnable: true})
+		f.counted(err)
 		l.countError(opFinish, err)
 	}
+	f.recycle()
 	if err != nil {
 		return fmt.Errorf("ledger: finish %s: %w", guid, err)
 	}
@@ -327,90 +360,154 @@ func (l *Ledger) Finish(ctx context.Context, guid string, attempts int, o Outcom
 // (the relay's 0000, E901 and E902; see its package comment): the caller
 // can answer while the commit is on its way.
 func (l *Ledger) FinishLater(ctx context.Context, guid string, attempts int, o Outcome, then func(error)) error {
-	o.Response = bytes.Clone(o.Response)
-	run, counted, err := l.finishOp(guid, attempts, o)
+	f := finishRuns.Get().(*finishRun)
+	err := f.init(l, guid, attempts, o, f.copyResponse(o.Response))
 	if err == nil {
-		err = l.st.enqueue(ctx, operation{guid: guid, run: run, rerunnable: true}, func(err error) {
-			counted(err)
-			if err != nil {
-				l.countError(opFinish, err)
-				err = fmt.Errorf("ledger: finish %s: %w", guid, err)
-			}
-			then(err)
-		})
+		f.then = then
+		err = l.st.enqueue(ctx, operation{guid: guid, runner: f, rerunnable: true}, f)
 	}
 	if err != nil {
+		f.recycle()
 		return fmt.Errorf("ledger: finish %s: %w", guid, err)
 	}
 	return nil
 }
 
-// finishOp checks an outcome and returns the operation that records it:
-// the outcome (SENT → to), else the late answer (FAILED → to), both of the
-// claim that made attempts. counted must be called with the operation's
-// final result: it counts a late answer or a conflict once, by the run
-// whose result that is (a run after a lost COMMIT answer is not a second
-// one).
+// finishOp checks an outcome and returns the operation that records it
+// (finishRun.run) and the function its final result must be given to
+// (finishRun.counted).
 func (l *Ledger) finishOp(guid string, attempts int, o Outcome) (run opFunc, counted func(error), err error) {
+	f := new(finishRun)
+	if err := f.init(l, guid, attempts, o, o.Response); err != nil {
+		return nil, nil, err
+	}
+	return f.run, f.counted, nil
+}
+
+// finishRun is an outcome's operation: the outcome (SENT → to), else the
+// late answer (FAILED → to), both of the claim that made attempts. Every
+// transfer has one, so they are pooled (finishRuns), each keeping its
+// copy of FinishLater's response from one use to the next.
+type finishRun struct {
+	l *Ledger
+	t transitionRun
+	// late: the run whose write stands recorded a late answer; read once
+	// the operation is over.
+	late bool
+	// then is FinishLater's callback (completed).
+	then func(error)
+	// resp is FinishLater's copy of the response, and respArg its box
+	// (args[2]), both kept for the next use: a response of the same
+	// length is boxed again only if the copy moved.
+	resp    []byte
+	respArg any
+}
+
+var finishRuns = sync.Pool{New: func() any { return new(finishRun) }}
+
+// recycle gives f back to finishRuns, keeping only its response buffer.
+func (f *finishRun) recycle() {
+	*f = finishRun{resp: f.resp[:0], respArg: f.respArg}
+	finishRuns.Put(f)
+}
+
+// copyResponse copies r into f's own buffer and returns it, boxed; nil
+// stays nil (a NULL response).
+func (f *finishRun) copyResponse(r []byte) any {
+	if r == nil {
+		return r
+	}
+	f.resp = append(f.resp[:0], r...)
+	if b, ok := f.respArg.([]byte); ok && len(b) == len(f.resp) && len(b) > 0 && &b[0] == &f.resp[0] {
+		return f.respArg
+	}
+	f.respArg = f.resp
+	return f.respArg
+}
+
+// init checks an outcome and sets f up to record it; resp is o.Response
+// as the statement's argument (boxed).
+func (f *finishRun) init(l *Ledger, guid string, attempts int, o Outcome, resp any) error {
 	switch o.State {
 	case StateDone, StateUnknown, StateFailed:
 	default:
-		return nil, nil, fmt.Errorf("cannot finish to state %q", o.State)
+		return fmt.Errorf("cannot finish to state %q", o.State)
 	}
 	if attempts < 1 {
-		return nil, nil, fmt.Errorf("finish: attempts %d: want the claim's (1 or more)", attempts)
+		return fmt.Errorf("finish: attempts %d: want the claim's (1 or more)", attempts)
 	}
-	d := l.st.dialect()
-	chain := l.chain.actor.Instance
-	outcome, err := claimTransitionOp(d, chain, guid, StateSent, attempts, "", o)
+	if b, ok := resp.([]byte); ok {
+		o.Response = b
+	}
+	if err := f.t.init(l.st.dialect(), l.chain.actor.Instance, guid, StateSent, attempts, "", o); err != nil {
+		return err
+	}
+	f.t.args[2] = resp
+	f.l, f.late = l, false
+	return nil
+}
+
+// counted must be called with the operation's final result: it counts a
+// late answer or a conflict once, by the run whose result that is (a run
+// after a lost COMMIT answer is not a second one).
+func (f *finishRun) counted(err error) {
+	switch {
+	case err == nil && f.late:
+		f.l.late.Add(1)
+	case errors.Is(err, ErrReclaimed):
+		f.l.conflicts.Add(1)
+	}
+}
+
+// completed is FinishLater's end: the writer's call with the result.
+func (f *finishRun) completed(err error) {
+	f.counted(err)
 	if err != nil {
-		return nil, nil, err
+		f.l.countError(opFinish, err)
+		err = fmt.Errorf("ledger: finish %s: %w", f.t.guid, err)
 	}
-	// Whether the run whose write stands recorded a late answer; read
-	// once the operation is over.
-	var late bool
-	counted = func(err error) {
-		switch {
-		case err == nil && late:
-			l.late.Add(1)
-		case errors.Is(err, ErrReclaimed):
-			l.conflicts.Add(1)
-		}
+	then := f.then
+	f.recycle()
+	then(err)
+}
+
+func (f *finishRun) run(tx stmts) error {
+	if !tx.rerun() {
+		// A re-run that finds the first run's write landed keeps
+		// what that run was; one that writes sets it below.
+		f.late = false
 	}
-	return func(tx stmts) error {
-		if !tx.rerun() {
-			// A re-run that finds the first run's write landed keeps
-			// what that run was; one that writes sets it below.
-			late = false
-		}
-		err := outcome(tx)
-		var se *StateError
-		if !errors.As(err, &se) || se.Found != StateFailed || se.FoundAttempts != attempts || plant.On(plant.ForgetLate200) {
-			if se != nil && se.Reclaimed {
-				// The row does not change, but its history must say what
-				// the core answered an earlier attempt: the transfer may
-				// now be posted twice.
-				tx.note(pending{guid: guid, stateBefore: se.Found, stateAfter: se.Found, attempts: se.FoundAttempts,
-					rspAfter: o.RspCode, why: Why{
-						Reason: fmt.Sprintf("conflict: the core answered attempt %d (%s: %s) after the row was re-claimed (attempts %d); it may be posted twice",
-							attempts, o.RspCode, o.Why.Reason, se.FoundAttempts),
-						HTTPStatus: o.Why.HTTPStatus, Took: o.Why.Took}})
-			}
-			return err
-		}
-		// Settled FAILED while the call was under way (the lookup came
-		// too early) and not re-claimed since: the core's answer is the
-		// truth. The first statement wrote nothing, so this one is still
-		// the operation's only write. (Built here: it is rare.)
-		lateO := o
-		lateO.Why.Reason = "late answer, recorded over FAILED (settled while the call was under way): " + o.Why.Reason
-		lateOp, _ := claimTransitionOp(d, chain, guid, StateFailed, attempts, "", lateO)
-		if err := lateOp(tx); err != nil {
-			return err
-		}
-		late = true
+	err := f.t.run(tx)
+	if err == nil {
 		return nil
-	}, counted, nil
+	}
+	guid, attempts, o := f.t.guid, f.t.attempts, f.t.o
+	var se *StateError
+	if !errors.As(err, &se) || se.Found != StateFailed || se.FoundAttempts != attempts || plant.On(plant.ForgetLate200) {
+		if se != nil && se.Reclaimed {
+			// The row does not change, but its history must say what
+			// the core answered an earlier attempt: the transfer may
+			// now be posted twice.
+			tx.note(pending{guid: guid, stateBefore: se.Found, stateAfter: se.Found, attempts: se.FoundAttempts,
+				rspAfter: o.RspCode, why: Why{
+					Reason: fmt.Sprintf("conflict: the core answered attempt %d (%s: %s) after the row was re-claimed (attempts %d); it may be posted twice",
+						attempts, o.RspCode, o.Why.Reason, se.FoundAttempts),
+					HTTPStatus: o.Why.HTTPStatus, Took: o.Why.Took}})
+		}
+		return err
+	}
+	// Settled FAILED while the call was under way (the lookup came
+	// too early) and not re-claimed since: the core's answer is the
+	// truth. The first statement wrote nothing, so this one is still
+	// the operation's only write. (Built here: it is rare.)
+	lateO := o
+	lateO.Why.Reason = "late answer, recorded over FAILED (settled while the call was under way): " + o.Why.Reason
+	lateOp, _ := claimTransitionOp(f.t.d, f.t.chain, guid, StateFailed, attempts, "", lateO)
+	if err := lateOp(tx); err != nil {
+		return err
+	}
+	f.late = true
+	return nil
 }
 
 // AbandonClaim turns the row of a claim whose commit was not confirmed (an
@@ -477,111 +574,147 @@ func transitionOp(d *dialect, guid string, from State, o Outcome) (opFunc, error
 // of one claim's transition after a lost COMMIT answer looks there for the
 // entry of its first run (sqlLandedEntry).
 func claimTransitionOp(d *dialect, chain, guid string, from State, attempts int, token string, o Outcome) (opFunc, error) {
+	t := new(transitionRun)
+	if err := t.init(d, chain, guid, from, attempts, token, o); err != nil {
+		return nil, err
+	}
+	t.args[2] = o.Response
+	return t.run, nil
+}
+
+// transitionRun is one conditional transition (claimTransitionOp): what
+// it expects, what it writes, and its statements' arguments. An outcome's
+// is part of a pooled finishRun.
+type transitionRun struct {
+	d                *dialect
+	chain, guid      string
+	from             State
+	attempts         int
+	o                Outcome
+	q, readQ         string
+	returnQ, freshQ  string
+	args             [7]any
+	nargs            int
+	readFrom, nreads int // args[readFrom:nargs] are readQ's
+}
+
+// init sets t up as claimTransitionOp describes.
+func (t *transitionRun) init(d *dialect, chain, guid string, from State, attempts int, token string, o Outcome) error {
 	if o.State == StateDone && len(o.Response) == 0 {
 		// A DONE row is answered by replaying its response: without one
 		// every retry of this GUID would fail.
-		return nil, errors.New("a DONE row needs its response frame")
+		return errors.New("a DONE row needs its response frame")
 	}
 	if o.Why.Reason == "" {
 		// The row's history says why it changed (SPEC 6b): a caller must.
-		return nil, errors.New("no reason given for the history (Outcome.Why)")
+		return errors.New("no reason given for the history (Outcome.Why)")
 	}
-	entry := func(a nullInt, before nullString) pending {
-		return pending{guid: guid, stateBefore: from, rspBefore: before.String, stateAfter: o.State, rspAfter: o.RspCode,
-			attempts: int(a.Int64), why: o.Why}
-	}
-	q, readQ, returnQ, freshQ := sqlTransition, sqlRowBefore, sqlTransitionReturning, sqlTransitionOfFreshClaim
+	*t = transitionRun{d: d, chain: chain, guid: guid, from: from, attempts: attempts, o: o,
+		q: sqlTransition, readQ: sqlRowBefore, returnQ: sqlTransitionReturning, freshQ: sqlTransitionOfFreshClaim}
 	// Each value is boxed once and shared by both statements; numbers go
-	// as int64, which database/sql passes on without reflection.
-	g, f := any(guid), from.arg()
-	args := []any{o.State.arg(), o.RspCode, o.Response, g, f, nil}
+	// as int64, which database/sql passes on without reflection. The
+	// response (args[2]) is the caller's to box: FinishLater's is kept
+	// boxed from one use to the next (finishRun).
+	t.args = [7]any{o.State.arg(), recurring.box(o.RspCode), nil, guid, from.arg()}
+	t.nargs = 5
 	switch {
 	case attempts > 0 && token != "":
 		// Rare (an abandon): built here.
 		const ofToken = ` AND claim_token = ?`
-		q, readQ = sqlTransitionOfClaim+ofToken, sqlRowBeforeOfClaim+ofToken
-		returnQ, freshQ = q+sqlReturnBefore, q+` AND rsp_code = ''`
-		args[5] = int64(attempts)
-		args = append(args, token)
+		t.q, t.readQ = sqlTransitionOfClaim+ofToken, sqlRowBeforeOfClaim+ofToken
+		t.returnQ, t.freshQ = t.q+sqlReturnBefore, t.q+` AND rsp_code = ''`
+		t.args[5], t.args[6] = int64(attempts), token
+		t.nargs = 7
 	case attempts > 0:
-		q, readQ, returnQ = sqlTransitionOfClaim, sqlRowBeforeOfClaim, sqlTransitionOfClaimReturning
-		args[5] = int64(attempts)
-	default:
-		args = args[:5]
+		t.q, t.readQ, t.returnQ = sqlTransitionOfClaim, sqlRowBeforeOfClaim, sqlTransitionOfClaimReturning
+		t.args[5] = int64(attempts)
+		t.nargs = 6
 	}
-	readArgs := args[3:]
-	return func(tx stmts) error {
-		var (
-			n   int64
-			err error
-		)
-		if attempts > 0 {
-			// Most often the row is as the claim left it (SENT, these
-			// attempts, no response code): then one conditional UPDATE
-			// that requires exactly that both changes it and proves the
-			// entry's before state, with nothing to read or return. It
-			// writes nothing otherwise, and the statements below decide.
-			n, err = tx.changeOne(freshQ, args, entry(nullInt{Int64: int64(attempts), Valid: true}, nullString{Valid: true}))
-			if err != nil {
-				return fmt.Errorf("update: %w", err)
-			}
-			if n == 1 {
-				return nil
-			}
-		}
-		if d.readsBefore {
-			var read struct {
-				a      nullInt
-				before nullString
-			}
-			err = tx.queryRow(readQ, readArgs...).Scan(&read.a, &read.before)
-			a, before := read.a, read.before
-			switch {
-			case errors.Is(err, errNoRows):
-				err = nil // not as expected: refused below
-			case err == nil:
-				n, err = tx.changeOne(q, args, entry(a, before))
-			}
-		} else {
-			n, err = tx.change(returnQ, args, func(s scanner) (pending, error) {
-				var a nullInt
-				var before nullString
-				err := s.Scan(&a, &before)
-				return entry(a, before), err
-			})
-		}
+	t.readFrom = 3
+	return nil
+}
+
+// entry is the transition's history entry, from the row's attempts and
+// rsp_code before it.
+func (t *transitionRun) entry(a nullInt, before nullString) pending {
+	return pending{guid: t.guid, stateBefore: t.from, rspBefore: before.String, stateAfter: t.o.State, rspAfter: t.o.RspCode,
+		attempts: int(a.Int64), why: t.o.Why}
+}
+
+func (t *transitionRun) run(tx stmts) error {
+	var (
+		n   int64
+		err error
+	)
+	args := t.args[:t.nargs]
+	attempts, o := t.attempts, &t.o
+	if attempts > 0 {
+		// Most often the row is as the claim left it (SENT, these
+		// attempts, no response code): then one conditional UPDATE
+		// that requires exactly that both changes it and proves the
+		// entry's before state, with nothing to read or return. It
+		// writes nothing otherwise, and the statements below decide.
+		n, err = tx.changeOne(t.freshQ, args, t.entry(nullInt{Int64: int64(attempts), Valid: true}, nullString{Valid: true}))
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
 		if n == 1 {
 			return nil
 		}
-		if tx.rerun() {
-			// The first run's outcome is unknown: if the row is now
-			// exactly what it wrote, it landed.
-			var state, rspCode nullString
-			var response []byte
-			err := tx.queryRow(sqlOutcomeOf, guid).Scan(&state, &rspCode, &response)
-			if err == nil && State(state.String) == o.State && rspCode.String == o.RspCode && bytes.Equal(response, o.Response) {
+	}
+	if t.d.readsBefore {
+		var read struct {
+			a      nullInt
+			before nullString
+		}
+		err = tx.queryRow(t.readQ, args[t.readFrom:]...).Scan(&read.a, &read.before)
+		a, before := read.a, read.before
+		switch {
+		case errors.Is(err, errNoRows):
+			err = nil // not as expected: refused below
+		case err == nil:
+			n, err = tx.changeOne(t.q, args, t.entry(a, before))
+		}
+	} else {
+		n, err = tx.change(t.returnQ, args, func(s scanner) (pending, error) {
+			var a nullInt
+			var before nullString
+			err := s.Scan(&a, &before)
+			return t.entry(a, before), err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
+	if n == 1 {
+		return nil
+	}
+	guid := t.guid
+	if tx.rerun() {
+		// The first run's outcome is unknown: if the row is now
+		// exactly what it wrote, it landed.
+		var state, rspCode nullString
+		var response []byte
+		err := tx.queryRow(sqlOutcomeOf, guid).Scan(&state, &rspCode, &response)
+		if err == nil && State(state.String) == o.State && rspCode.String == o.RspCode && bytes.Equal(response, o.Response) {
+			return nil
+		}
+		// The row may have moved on since the first run landed (a
+		// resend re-claimed it): the first run's history entry, in
+		// this writer's chain, says whether it did. If so, this run
+		// writes nothing more (no false conflict note).
+		if err == nil && attempts > 0 && t.chain != "" {
+			var n int64
+			err = tx.queryRow(sqlLandedEntry, guid, t.chain, int64(attempts), string(t.from), string(o.State), o.RspCode, o.Why.Reason).Scan(&n)
+			if err != nil {
+				return fmt.Errorf("read history: %w", err)
+			}
+			if n > 0 {
 				return nil
 			}
-			// The row may have moved on since the first run landed (a
-			// resend re-claimed it): the first run's history entry, in
-			// this writer's chain, says whether it did. If so, this run
-			// writes nothing more (no false conflict note).
-			if err == nil && attempts > 0 && chain != "" {
-				var n int64
-				err = tx.queryRow(sqlLandedEntry, guid, chain, int64(attempts), string(from), string(o.State), o.RspCode, o.Why.Reason).Scan(&n)
-				if err != nil {
-					return fmt.Errorf("read history: %w", err)
-				}
-				if n > 0 {
-					return nil
-				}
-			}
 		}
-		return stateError(tx, guid, from, attempts, "")
-	}, nil
+	}
+	return stateError(tx, guid, t.from, attempts, "")
 }
 
 // stateError reads the row a failed conditional statement found, so the

@@ -278,8 +278,8 @@ func (s *pgStore) do(ctx context.Context, o operation) error {
 }
 
 // enqueue queues o and returns; the writer calls then with its result.
-func (s *pgStore) enqueue(ctx context.Context, o operation, then func(error)) error {
-	return s.send(ctx, &op{o: o, deadline: time.Now().Add(s.cfg.retryLaterFor), then: then})
+func (s *pgStore) enqueue(ctx context.Context, o operation, then completer) error {
+	return s.send(ctx, laterOp(o, then, time.Now().Add(s.cfg.retryLaterFor)))
 }
 
 // isStatementError: the server refused the statement (a constraint, a

@@ -24,7 +24,7 @@ type op struct {
 	// need no allocation of their own for it.
 	entry [1]pending
 	done  chan struct{}
-	then  func(error)
+	then  completer
 
 	// PostgreSQL only: how long the op is tried again while it wrote
 	// nothing, and whether an earlier try may have committed.
@@ -36,13 +36,20 @@ type op struct {
 // afresh (an op run again after a rollback records them again).
 func (o *op) runOn(s stmts) error {
 	o.entries = o.entry[:0]
+	if o.o.runner != nil {
+		return o.o.runner.run(s)
+	}
 	return o.o.run(s)
 }
 
-// complete tells the op's caller its result: err is final.
+// complete tells the op's caller its result: err is final. An op queued
+// without waiting is referenced by nobody once its then is told: it goes
+// back to waitedOps.
 func (o *op) complete() {
-	if o.then != nil {
-		o.then(o.err)
+	if then := o.then; then != nil {
+		err := o.err
+		o.recycle()
+		then.completed(err)
 		return
 	}
 	o.done <- struct{}{} // its one signal: done holds one
@@ -58,6 +65,14 @@ var waitedOps = sync.Pool{New: func() any { return &op{done: make(chan struct{},
 func waitedOp(o operation, deadline time.Time) *op {
 	p := waitedOps.Get().(*op)
 	p.o, p.deadline = o, deadline
+	return p
+}
+
+// laterOp is an op for enqueue, from waitedOps (its done channel unused):
+// the writer recycles it once it has told then (complete).
+func laterOp(o operation, then completer, deadline time.Time) *op {
+	p := waitedOps.Get().(*op)
+	p.o, p.then, p.deadline = o, then, deadline
 	return p
 }
 
@@ -129,6 +144,13 @@ func (q *queue) send(ctx context.Context, o *op) error {
 	defer q.mu.RUnlock()
 	if q.closed {
 		return ErrClosed
+	}
+	// Room in the queue needs no ctx.Done: a context's Done channel is
+	// made when first asked for, and most of the time there is room.
+	select {
+	case q.ops <- o:
+		return nil
+	default:
 	}
 	select {
 	case q.ops <- o:

@@ -37,6 +37,7 @@ type sqliteStore struct {
 	wconn *sql.Conn     // that connection, owned by the writer goroutine
 	w     *sqliteWriter // the driver's connection under wconn, while the writer runs
 	wErr  error         // why there is none (never, with this package's driver)
+	tx    sqliteTx      // the writer's statements for the op it runs (txFor)
 	rdb   *sql.DB       // read pool (query_only)
 
 	queue      // the writer's

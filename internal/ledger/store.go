@@ -29,7 +29,7 @@ type store interface {
 	// enqueue queues o and returns; then gets its result once it has
 	// committed or failed. ctx bounds only the wait for room. On error
 	// nothing was queued and then is never called.
-	enqueue(ctx context.Context, o operation, then func(error)) error
+	enqueue(ctx context.Context, o operation, then completer) error
 	// read is for queries outside any write: each runs on its own.
 	read() querier
 	// snapshot runs fn's queries in one consistent read snapshot.
@@ -51,6 +51,9 @@ type store interface {
 type operation struct {
 	guid string // the row it works on; "" for none (purge, ping)
 	run  opFunc
+	// runner, when set, is run instead of run: the operations of every
+	// transfer (claimRun, finishRun) are pooled structs, not closures.
+	runner runner
 	// rerunnable: run may run again after a failure whose outcome is
 	// unknown (the connection was lost once the statement had been sent),
 	// because it finds out itself whether its first run wrote
@@ -64,6 +67,14 @@ type operation struct {
 // statement, so running it again after a failure that wrote nothing is
 // safe; it stores its result in variables its caller's closure captured.
 type opFunc func(s stmts) error
+
+// A completer is told the result of an operation queued without waiting
+// (enqueue), on the writer goroutine.
+type completer interface{ completed(err error) }
+
+// A runner is an operation as a value with a method: what opFunc is, for
+// the pooled operations of every transfer.
+type runner interface{ run(s stmts) error }
 
 // stmts runs one write operation's statements, written with '?'
 // placeholders.

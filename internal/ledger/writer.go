@@ -20,8 +20,8 @@ func (s *sqliteStore) do(ctx context.Context, o operation) error {
 // enqueue queues o for the writer and returns without waiting for it; the
 // writer calls then with the result once the op's batch has committed (or
 // failed).
-func (s *sqliteStore) enqueue(ctx context.Context, o operation, then func(error)) error {
-	return s.send(ctx, &op{o: o, then: then})
+func (s *sqliteStore) enqueue(ctx context.Context, o operation, then completer) error {
+	return s.send(ctx, laterOp(o, then, time.Time{}))
 }
 
 // A batchStep is what a store does with one batch of the writer loop
@@ -221,7 +221,7 @@ func (s *sqliteStore) startBatch() func([]*op) []fate {
 // runBatch runs batch in tx and commits, and sets every op's err.
 func (s *sqliteStore) runBatch(tx driver.Tx, batch []*op) {
 	for _, o := range batch {
-		err := o.runOn(sqliteTx{s.w, o})
+		err := o.runOn(s.txFor(o))
 		if err == nil || errors.Is(err, ErrStateChanged) {
 			// A refusal decided by a conditional statement that changed
 			// nothing: the op's own result, and the batch goes on.
@@ -293,7 +293,7 @@ func (s *sqliteStore) runEach(batch []*op) {
 			o.err = fmt.Errorf("begin: %w", err)
 			continue
 		}
-		err = o.runOn(sqliteTx{s.w, o})
+		err = o.runOn(s.txFor(o))
 		if err != nil && !errors.Is(err, ErrStateChanged) {
 			tx.Rollback()
 			o.err = err
@@ -313,6 +313,13 @@ func (s *sqliteStore) runEach(batch []*op) {
 		s.chain.advance(head)
 		s.ncommits.Add(1)
 	}
+}
+
+// txFor is the writer's statements for o: one sqliteTx the writer
+// points at each op in turn, since one boxed per op is an allocation.
+func (s *sqliteStore) txFor(o *op) stmts {
+	s.tx = sqliteTx{s.w, o}
+	return &s.tx
 }
 
 // failAll gives err to every op that has no error of its own yet.
