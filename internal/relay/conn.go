@@ -51,6 +51,8 @@ type conn struct {
 	// next frame of its transaction decodes into (wire.ParseRequestInto):
 	// nothing keeps a frame's body once it is answered.
 	body generated.RequestBody
+	// finishWait bounds the wait of each frame's FinishLater.
+	finishWait boundedWait
 
 	mu       sync.Mutex
 	state    connState

@@ -245,7 +245,7 @@ func (c *conn) record(st *frameState, src generated.Source, rec ledger.Outcome) 
 	s := c.s
 	st.state = rec.State
 	if outcome.AnswerBeforeRecord(st.tx, src) {
-		s.finishLater(st, c.remote, src, rec)
+		s.finishLater(st, c.remote, src, rec, &c.finishWait)
 		return rec.Response
 	}
 	if err := s.finish(st.hdr.GUID, st.attempts, rec); err != nil {
@@ -284,12 +284,12 @@ func errText(err error) string {
 // it is logged when it happens, with the GUID, and leaves the row SENT for
 // resolve --stale-sent. Shutdown and Close wait for every queued outcome
 // (no SENT row is left by a clean stop).
-func (s *Server) finishLater(st *frameState, remote string, src generated.Source, rec ledger.Outcome) {
+func (s *Server) finishLater(st *frameState, remote string, src generated.Source, rec ledger.Outcome, wait *boundedWait) {
 	guid, tx, attempts := st.guid, st.tx.Code, st.attempts
 	s.recording.add()
-	ctx, cancel := context.WithTimeout(s.lasting, s.ledgerTimeout)
-	defer cancel()
-	err := s.ledger.FinishLater(ctx, guid, attempts, rec, func(err error) {
+	wait.start(s.lasting, s.ledgerTimeout)
+	defer wait.stop()
+	err := s.ledger.FinishLater(wait, guid, attempts, rec, func(err error) {
 		if err == nil {
 			s.recording.done()
 			return
