@@ -875,5 +875,7 @@ ON CONFLICT(guid) DO UPDATE SET state = 'SENT', updated_at = CURRENT_TIMESTAMP`,
 // newClaimToken returns a value no other claim has, on any relay sharing
 // the database: this Ledger's random prefix and a count.
 func (l *Ledger) newClaimToken() string {
-	return l.tokenPrefix + strconv.FormatUint(l.claims.Add(1), 36)
+	// Built on the stack: one allocation, the token's.
+	var b [64]byte
+	return string(strconv.AppendUint(append(b[:0], l.tokenPrefix...), l.claims.Add(1), 36))
 }
