@@ -38,27 +38,63 @@ type Result struct {
 // Prepared is a core call built from a validated request, ready to be sent.
 // Building it can fail only for a request whose values do not fit the core
 // API, which the relay answers as a bad frame before claiming the GUID.
+//
+// A Prepared built again with PrepareInto keeps its buffers: the JSON
+// body's, the answer's, and the decoded answer (Result.Body) of its
+// transaction, which the next Send of it decodes into. One caller that
+// sends one call at a time (a relay connection) thus builds and reads a
+// call without allocating them.
 type Prepared struct {
 	tx   *generated.Transaction
 	guid string
 	path string
 	body []byte // the JSON body; nil when tx.JSONBody is false
+
+	// Kept by PrepareInto: the JSON body's buffer, the answer's, and the
+	// last 200's decoded body.
+	json   []byte
+	answer []byte
+	rsp    generated.ResponseBody
+	reuse  bool
 }
 
 // Prepare builds the call for req: method from the registry, path with the
 // request's values filled in, and the JSON body when the layout sends one.
 func Prepare(tx *generated.Transaction, guid string, req generated.RequestBody) (*Prepared, error) {
-	path, err := req.CorePath()
-	if err != nil {
-		return nil, fmt.Errorf("corecall: %s %s: path: %w", tx.Code, guid, err)
-	}
-	p := &Prepared{tx: tx, guid: guid, path: path}
-	if tx.JSONBody {
-		if p.body, err = req.CoreJSON(guid); err != nil {
-			return nil, fmt.Errorf("corecall: %s %s: JSON: %w", tx.Code, guid, err)
-		}
+	p := new(Prepared)
+	if err := prepare(p, tx, guid, req); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// PrepareInto is Prepare into p, a Prepared of an earlier call whose Send
+// has returned (or a zero one), reusing its buffers: the Result.Body that
+// Send gave for p is overwritten by the next Send of p. On error p is not
+// to be sent.
+func PrepareInto(p *Prepared, tx *generated.Transaction, guid string, req generated.RequestBody) error {
+	p.reuse = true
+	return prepare(p, tx, guid, req)
+}
+
+func prepare(p *Prepared, tx *generated.Transaction, guid string, req generated.RequestBody) error {
+	path, err := req.CorePath()
+	if err != nil {
+		return fmt.Errorf("corecall: %s %s: path: %w", tx.Code, guid, err)
+	}
+	p.tx, p.guid, p.path, p.body = tx, guid, path, nil
+	if tx.JSONBody {
+		if !p.reuse {
+			p.body, err = req.CoreJSON(guid)
+		} else if p.body, err = req.AppendCoreJSON(p.json[:0], guid); err == nil {
+			p.json = p.body
+		}
+		if err != nil {
+			p.body = nil
+			return fmt.Errorf("corecall: %s %s: JSON: %w", tx.Code, guid, err)
+		}
+	}
+	return nil
 }
 
 // Call prepares and sends the request. If it cannot be prepared nothing was
@@ -76,9 +112,25 @@ func (c *Client) Call(ctx context.Context, tx *generated.Transaction, guid strin
 // ends; either way an unfinished call is classified like any other failure.
 func (c *Client) Send(ctx context.Context, p *Prepared) Result {
 	start := time.Now()
-	ex := c.exchange(ctx, start, p.tx.Method, p.path, p.guid, p.body)
+	var answer []byte
+	var into generated.ResponseBody
+	if p.reuse {
+		answer = p.answer[:0]
+		if p.rsp != nil && p.rsp.TxCode() == p.tx.Code {
+			into = p.rsp
+		}
+	}
+	ex := c.exchange(ctx, start, p.tx.Method, p.path, p.guid, p.body, answer)
 	if ex.err == nil {
-		r := classify(p.tx, p.guid, ex.resp.status, ex.resp.body, ex.resp.bodyErr)
+		r := classify(p.tx, p.guid, ex.resp.status, ex.resp.body, ex.resp.bodyErr, into)
+		if p.reuse {
+			if cap(ex.resp.body) > cap(p.answer) {
+				p.answer = ex.resp.body[:0]
+			}
+			if r.Body != nil {
+				p.rsp = r.Body
+			}
+		}
 		if r.Status == http.StatusNotFound && r.Source == generated.SourceHTTP500 {
 			c.notFound.note(p.tx.Method, c.base+p.path)
 		}
@@ -113,7 +165,10 @@ const writeFailedGrace = 50 * time.Millisecond
 // (package comment, "Sent or not sent"). The whole exchange ends by the
 // call's deadline: start plus the timeout, or ctx's deadline if sooner;
 // ctx ending earlier ends it too.
-func (c *Client) exchange(ctx context.Context, start time.Time, method, path, guid string, body []byte) (ex exchanged) {
+//
+// A body of a known length is read into answer's room (answer[:0]) when
+// it fits.
+func (c *Client) exchange(ctx context.Context, start time.Time, method, path, guid string, body, answer []byte) (ex exchanged) {
 	deadline := start.Add(c.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -173,7 +228,7 @@ func (c *Client) exchange(ctx context.Context, start time.Time, method, path, gu
 		// status. Wait for it briefly, then give up: E901.
 		_ = pc.cc.SetReadDeadline(earliest(deadline, time.Now().Add(writeFailedGrace)))
 	}
-	resp, err := readResponse(pc.br)
+	resp, err := readResponseInto(pc.br, answer)
 	if err != nil {
 		if werr != nil {
 			err = errors.Join(werr, err)

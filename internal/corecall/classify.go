@@ -12,7 +12,9 @@ import (
 
 // classify maps a core answer to its source, through the generated table
 // only: the layout's own status rules first, then SPEC §5.5's defaults.
-func classify(tx *generated.Transaction, guid string, status int, body []byte, bodyErr error) Result {
+// A 200's body is decoded into into, when it is one of tx's (PrepareInto),
+// else into a new one.
+func classify(tx *generated.Transaction, guid string, status int, body []byte, bodyErr error, into generated.ResponseBody) Result {
 	r := Result{Status: status}
 	if src, ok := tx.StatusSources[status]; ok && src != generated.SourceHTTP200 {
 		if src.LedgerState() == "" {
@@ -25,7 +27,7 @@ func classify(tx *generated.Transaction, guid string, status int, body []byte, b
 		r.Source = src
 		return r
 	} else if ok || status == http.StatusOK {
-		return success(tx, guid, r, body, bodyErr)
+		return success(tx, guid, r, body, bodyErr, into)
 	}
 	switch {
 	case status == http.StatusUnprocessableEntity:
@@ -63,7 +65,7 @@ func classify(tx *generated.Transaction, guid string, status int, body []byte, b
 // call whose request named its GUID in its JSON (a POST) when the answer
 // names no GUID or another one (SPEC 5.5): it proves nothing about this
 // request, and its balance is another transfer's.
-func success(tx *generated.Transaction, guid string, r Result, body []byte, bodyErr error) Result {
+func success(tx *generated.Transaction, guid string, r Result, body []byte, bodyErr error, into generated.ResponseBody) Result {
 	if bodyErr != nil {
 		r.Source = generated.SourceReadTimeout
 		r.Err = fmt.Errorf("HTTP %d: %w", r.Status, bodyErr)
@@ -76,7 +78,10 @@ func success(tx *generated.Transaction, guid string, r Result, body []byte, body
 			return r
 		}
 	}
-	rb := tx.NewResponse()
+	rb := into
+	if rb == nil {
+		rb = tx.NewResponse()
+	}
 	if err := decodeSuccess(rb, body); err != nil {
 		r.Source = generated.SourceReadTimeout
 		r.Err = fmt.Errorf("HTTP %d: %w", r.Status, err)

@@ -104,6 +104,12 @@ func contentType(v []byte) string {
 // (wrapped in errNoStatus): no response. Once the status is known every
 // failure goes into response.bodyErr, and keepAlive is false.
 func readResponse(br *bufio.Reader) (response, error) {
+	return readResponseInto(br, nil)
+}
+
+// readResponseInto is readResponse reading a body of a known length into
+// buf's room (buf[:0]) if it fits.
+func readResponseInto(br *bufio.Reader, buf []byte) (response, error) {
 	var r response
 	var h header
 	for interim := 0; ; interim++ {
@@ -142,7 +148,11 @@ func readResponse(br *bufio.Reader) (response, error) {
 			r.bodyErr = fmt.Errorf("answer longer than %d bytes", maxBody)
 			break
 		}
-		r.body = make([]byte, h.contentLength)
+		if int64(cap(buf)) >= int64(h.contentLength) {
+			r.body = buf[:h.contentLength]
+		} else {
+			r.body = make([]byte, h.contentLength)
+		}
 		if _, err := io.ReadFull(br, r.body); err != nil {
 			r.body, r.bodyErr = nil, unexpectedEOF(err)
 		}

@@ -37,7 +37,7 @@ func (c *Client) Lookup(ctx context.Context, tx *generated.Transaction, guid str
 		return Lookup{}, fmt.Errorf("corecall: lookup %s %s: %w", tx.Code, guid, err)
 	}
 	start := time.Now()
-	res := c.exchange(ctx, start, http.MethodGet, path, guid, nil)
+	res := c.exchange(ctx, start, http.MethodGet, path, guid, nil, nil)
 	took := time.Since(start)
 	fail := func(format string, args ...any) (Lookup, error) {
 		return Lookup{}, fmt.Errorf("corecall: lookup %s %s: GET %s: %w", tx.Code, guid, path, fmt.Errorf(format, args...))
@@ -90,7 +90,7 @@ type Answer struct {
 // (batch.LookupGuard). Only a GET is ever sent; guid goes in X-GUID as on
 // every call. No answer is an error.
 func (c *Client) Probe(ctx context.Context, path, guid string) (Answer, error) {
-	res := c.exchange(ctx, time.Now(), http.MethodGet, path, guid, nil)
+	res := c.exchange(ctx, time.Now(), http.MethodGet, path, guid, nil, nil)
 	if res.err != nil {
 		return Answer{}, fmt.Errorf("corecall: GET %s: %w", path, res.err)
 	}

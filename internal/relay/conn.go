@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/wire"
 )
@@ -51,6 +52,10 @@ type conn struct {
 	// next frame of its transaction decodes into (wire.ParseRequestInto):
 	// nothing keeps a frame's body once it is answered.
 	body generated.RequestBody
+	// call is the frame's core call, built into the last one's buffers
+	// (corecall.PrepareInto): its Result.Body is the frame's until the
+	// next frame's call.
+	call corecall.Prepared
 	// finishWait bounds the wait of each frame's FinishLater.
 	finishWait boundedWait
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"lhrelay/internal/admit"
@@ -140,8 +141,8 @@ func (c *conn) process(st *frameState) []byte {
 		// carries the certificate's subject.
 		return c.reject(st, generated.SourceBadFrame, "SRC_ORG not allowed for this client certificate (--tls-client-org)", fmt.Errorf("SRC_ORG %q", st.hdr.SrcOrg))
 	}
-	call, err := corecall.Prepare(tx, st.hdr.GUID, req)
-	if err != nil {
+	call := &c.call
+	if err := corecall.PrepareInto(call, tx, st.hdr.GUID, req); err != nil {
 		return c.reject(st, generated.SourceBadFrame, "body does not fit the core API", err)
 	}
 
@@ -285,32 +286,68 @@ func errText(err error) string {
 // resolve --stale-sent. Shutdown and Close wait for every queued outcome
 // (no SENT row is left by a clean stop).
 func (s *Server) finishLater(st *frameState, remote string, src generated.Source, rec ledger.Outcome, wait *boundedWait) {
-	guid, tx, attempts := st.guid, st.tx.Code, st.attempts
+	r := getLaterRecord()
+	r.s, r.remote, r.guid, r.tx, r.attempts, r.src = s, remote, st.guid, st.tx.Code, st.attempts, src
 	s.recording.add()
 	wait.start(s.lasting, s.ledgerTimeout)
 	defer wait.stop()
-	err := s.ledger.FinishLater(wait, guid, attempts, rec, func(err error) {
-		if err == nil {
-			s.recording.done()
-			return
-		}
-		// This runs on the ledger's writer goroutine, which must not wait
-		// for a log sink.
-		go func() {
-			if errors.Is(err, ledger.ErrReclaimed) {
-				s.logConflict(remote, guid, tx, attempts, src, err)
-			} else {
-				s.logNotRecorded(remote, guid, tx, src, err)
-			}
-			s.recording.done()
-		}()
-	})
+	err := s.ledger.FinishLater(wait, r.guid, r.attempts, rec, r.then)
 	if err != nil {
+		r.recycle()
 		s.recording.done()
 		st.err = errors.Join(st.err, err)
 		st.state = ledger.StateSent
-		s.logNotRecorded(remote, guid, tx, src, err)
+		s.logNotRecorded(remote, st.guid, st.tx.Code, src, err)
 	}
+}
+
+// laterRecord is what finishLater's callback needs of its frame. Every
+// transfer queues one, so they are pooled (laterRecords), each with its
+// callback bound once (then is its done).
+type laterRecord struct {
+	s                *Server
+	remote, guid, tx string
+	attempts         int
+	src              generated.Source
+	then             func(error)
+}
+
+var laterRecords sync.Pool
+
+func getLaterRecord() *laterRecord {
+	if r, ok := laterRecords.Get().(*laterRecord); ok {
+		return r
+	}
+	r := new(laterRecord)
+	r.then = r.done
+	return r
+}
+
+func (r *laterRecord) recycle() {
+	*r = laterRecord{then: r.then}
+	laterRecords.Put(r)
+}
+
+// done is the ledger's answer about the outcome queued.
+func (r *laterRecord) done(err error) {
+	s := r.s
+	if err == nil {
+		r.recycle()
+		s.recording.done()
+		return
+	}
+	remote, guid, tx, attempts, src := r.remote, r.guid, r.tx, r.attempts, r.src
+	r.recycle()
+	// This runs on the ledger's writer goroutine, which must not wait
+	// for a log sink.
+	go func() {
+		if errors.Is(err, ledger.ErrReclaimed) {
+			s.logConflict(remote, guid, tx, attempts, src, err)
+		} else {
+			s.logNotRecorded(remote, guid, tx, src, err)
+		}
+		s.recording.done()
+	}()
 }
 
 // logConflict reports the core's answer to a claim whose row was settled
