@@ -140,7 +140,8 @@ func runRounds(ctx context.Context, c *pgx.Conn, batch []*op) (begun bool, at ti
 	events := make(chan roundEvent, len(batch))
 	for i, p := range batch {
 		go func() {
-			err := p.runOn(&roundStmts{seq: i, guid: p.o.guid, rerunFlag: p.rerun, events: events, o: p})
+			p.round = roundStmts{seq: i, guid: p.o.guid, rerunFlag: p.rerun, events: events, o: p}
+			err := p.runOn(&p.round)
 			events <- roundEvent{seq: i, finished: true, err: err}
 		}()
 	}
@@ -168,7 +169,7 @@ func runRounds(ctx context.Context, c *pgx.Conn, batch []*op) (begun bool, at ti
 			}
 		}
 		for _, r := range reqs {
-			close(r.done)
+			r.done <- struct{}{} // its one signal: done holds one
 		}
 	}
 	return begun, at, failed
@@ -307,7 +308,7 @@ type roundReq struct {
 	rows func(scanner) error
 	n    int64
 	err  error
-	done chan struct{}
+	done chan struct{} // signalled once per round: holds one
 }
 
 // roundStmts is stmts for one operation of a batch: each statement waits
@@ -338,12 +339,12 @@ func (r *roundReq) readRows(res pgx.BatchResults) error {
 
 func (r *roundStmts) change(q string, args []any, entry func(scanner) (pending, error)) (int64, error) {
 	var got []pending
-	req := &roundReq{seq: r.seq, guid: r.guid, q: q, args: args, done: make(chan struct{}),
-		rows: func(s scanner) error {
-			p, err := entry(s)
-			got = append(got, p)
-			return err
-		}}
+	req := r.request(q, args, nil)
+	req.rows = func(s scanner) error {
+		p, err := entry(s)
+		got = append(got, p)
+		return err
+	}
 	r.events <- roundEvent{seq: r.seq, req: req}
 	<-req.done
 	if req.err == nil {
@@ -364,8 +365,21 @@ func (r *roundStmts) note(p pending) { r.o.entries = append(r.o.entries, p) }
 
 func (r *roundStmts) rerun() bool { return r.rerunFlag }
 
+// request is the op's roundReq, set up for a statement: an operation has
+// one statement waiting at a time, so each op keeps one (op.req), and its
+// done channel, from one statement and one use to the next.
+func (r *roundStmts) request(q string, args, dest []any) *roundReq {
+	req := &r.o.req
+	done := req.done
+	if done == nil {
+		done = make(chan struct{}, 1)
+	}
+	*req = roundReq{seq: r.seq, guid: r.guid, q: q, args: args, dest: dest, done: done}
+	return req
+}
+
 func (r *roundStmts) send(q string, args, dest []any) *roundReq {
-	req := &roundReq{seq: r.seq, guid: r.guid, q: q, args: args, dest: dest, done: make(chan struct{})}
+	req := r.request(q, args, dest)
 	r.events <- roundEvent{seq: r.seq, req: req}
 	<-req.done
 	return req

@@ -27,9 +27,13 @@ type op struct {
 	then  completer
 
 	// PostgreSQL only: how long the op is tried again while it wrote
-	// nothing, and whether an earlier try may have committed.
+	// nothing, and whether an earlier try may have committed; the
+	// statements of its run in a batch (runRounds) and the one statement
+	// it waits for.
 	deadline time.Time
 	rerun    bool
+	round    roundStmts
+	req      roundReq
 }
 
 // runOn runs o's statements through s, recording its history entries
@@ -79,7 +83,7 @@ func laterOp(o operation, then completer, deadline time.Time) *op {
 // recycle gives a waited op whose result its caller has back to
 // waitedOps, as new.
 func (o *op) recycle() {
-	*o = op{done: o.done}
+	*o = op{done: o.done, req: roundReq{done: o.req.done}}
 	waitedOps.Put(o)
 }
 
