@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,6 +177,11 @@ type ChainHead struct {
 // head is read by others (ChainHead), hence the mutex.
 type chain struct {
 	actor Actor
+	// actorArgs are the head row's chain, command, host and pid, boxed
+	// once; room is the writer's for each transaction's entries and
+	// statements (seal, statements). Only the writer uses them.
+	actorArgs [4]any
+	room      histScratch
 
 	mu   sync.Mutex
 	head ChainHead
@@ -188,7 +194,8 @@ func newChain(a Actor) *chain {
 	if a.Instance == "" {
 		a = NewActor(filepath.Base(os.Args[0]))
 	}
-	return &chain{actor: a, head: ChainHead{Chain: a.Instance}, stale: true}
+	return &chain{actor: a, head: ChainHead{Chain: a.Instance}, stale: true,
+		actorArgs: [4]any{a.Instance, a.Command, a.Host, int64(a.PID)}}
 }
 
 func (c *chain) current() ChainHead {
@@ -205,7 +212,9 @@ func (c *chain) seal(ps []pending, at time.Time) ([]Entry, ChainHead) {
 	at = at.UTC().Truncate(time.Microsecond)
 	var atb [atBuf]byte
 	atText := at.AppendFormat(atb[:0], atLayout)
-	out := make([]Entry, len(ps))
+	c.room.reset()
+	out := slices.Grow(c.room.es[:0], len(ps))[:len(ps)]
+	c.room.es = out
 	for i, p := range ps {
 		e := &out[i]
 		*e = Entry{
@@ -274,17 +283,53 @@ ON CONFLICT (chain) DO UPDATE SET head_seq = excluded.head_seq, head_hash = excl
 // ps are the pending entries es were sealed from, for their keys; nil:
 // every entry takes its row's key.
 func historyInserts(d *dialect, es []Entry, ps []pending) []histStmt {
-	if d == postgresDialect {
-		return []histStmt{pgHistoryInsert(es, ps)}
+	return new(histScratch).inserts(d, es, ps)
+}
+
+// histScratch is a writer's room for the statements that append a
+// transaction's history (chain.statements): kept from one transaction to
+// the next, so that their slices and argument lists are not made anew
+// each time. What it gives is valid until its next use.
+type histScratch struct {
+	es   []Entry
+	qs   []histStmt
+	args []any
+	bx   boxes
+}
+
+// take is room for n arguments, after those taken since reset.
+func (sc *histScratch) take(n int) []any {
+	from := len(sc.args)
+	if from+n > cap(sc.args) {
+		// The slices taken so far keep the old array.
+		sc.args, from = make([]any, 0, max(2*cap(sc.args), n)), 0
 	}
-	var qs []histStmt
-	var bx boxes
+	sc.args = sc.args[:from+n]
+	return sc.args[from : from : from+n]
+}
+
+// reset makes the room free again, dropping what it referenced.
+func (sc *histScratch) reset() {
+	clear(sc.args[:cap(sc.args)])
+	clear(sc.qs)
+	sc.args, sc.qs = sc.args[:0], sc.qs[:0]
+	sc.bx.reset()
+}
+
+// inserts is historyInserts in sc's room.
+func (sc *histScratch) inserts(d *dialect, es []Entry, ps []pending) []histStmt {
+	if d == postgresDialect {
+		sc.qs = append(sc.qs[:0], pgHistoryInsert(es, ps))
+		return sc.qs
+	}
+	qs := sc.qs[:0]
+	bx := &sc.bx
 	for from := 0; from < len(es); {
 		n := 1
 		if len(es)-from >= sqliteHistoryRows {
 			n = sqliteHistoryRows
 		}
-		args := make([]any, 0, historyArgs*n)
+		args := sc.take(historyArgs * n)
 		for i := from; i < from+n; i++ {
 			e := &es[i]
 			guid := any(e.GUID)
@@ -304,6 +349,7 @@ func historyInserts(d *dialect, es []Entry, ps []pending) []histStmt {
 		qs = append(qs, histStmt{q, args})
 		from += n
 	}
+	sc.qs = qs
 	return qs
 }
 
@@ -315,6 +361,7 @@ func historyInserts(d *dialect, es []Entry, ps []pending) []histStmt {
 type boxes struct {
 	strs []string
 	anys []any
+	hits []int // how often each was found
 	// The most recent, which an entry most often repeats.
 	lastAt    time.Time
 	lastAtArg any
@@ -326,20 +373,47 @@ type boxes struct {
 // more than the allocation it saves.
 const boxesKept = 24
 
+// reset forgets every box, keeping the room.
+func (b *boxes) reset() {
+	clear(b.anys)
+	*b = boxes{strs: b.strs[:0], anys: b.anys[:0], hits: b.hits[:0]}
+}
+
 func (b *boxes) str(s string) any {
 	for i := len(b.strs) - 1; i >= 0; i-- {
 		if b.strs[i] == s {
+			b.hits[i]++
 			return b.anys[i]
 		}
 	}
 	v := any(s)
 	if len(b.strs) == boxesKept {
-		// Forget the oldest half: hashes are only repeated by the next
-		// entry, reasons and codes come back soon.
-		b.strs, b.anys = append(b.strs[:0], b.strs[boxesKept/2:]...), append(b.anys[:0], b.anys[boxesKept/2:]...)
+		b.forget()
 	}
-	b.strs, b.anys = append(b.strs, s), append(b.anys, v)
+	b.strs, b.anys, b.hits = append(b.strs, s), append(b.anys, v), append(b.hits, 0)
 	return v
+}
+
+// forget makes room: it keeps the strings found more than once (the
+// actor, states, codes and reasons, which every entry repeats; a hash is
+// found once, as the next entry's PrevHash) and the newest two (the last
+// hash), at most half of boxesKept in all, the newest of them.
+func (b *boxes) forget() {
+	n := 0
+	for i := range b.strs {
+		if b.hits[i] > 1 || i >= len(b.strs)-2 {
+			b.strs[n], b.anys[n], b.hits[n] = b.strs[i], b.anys[i], b.hits[i]
+			n++
+		}
+	}
+	if drop := n - boxesKept/2; drop > 0 {
+		copy(b.strs, b.strs[drop:n])
+		copy(b.anys, b.anys[drop:n])
+		copy(b.hits, b.hits[drop:n])
+		n -= drop
+	}
+	clear(b.anys[n:])
+	b.strs, b.anys, b.hits = b.strs[:n], b.anys[:n], b.hits[:n]
 }
 
 func (b *boxes) at(d *dialect, t time.Time) any {
@@ -483,10 +557,20 @@ func appendArrayText(b []byte, s string) []byte {
 // statements are what a store's writer runs to append a transaction's
 // entries and move the chain's head, after the operations' own statements
 // and before the COMMIT.
+//
+// They are made in the writer's room (c.room): valid until the next
+// transaction's.
 func (c *chain) statements(d *dialect, es []Entry, ps []pending, head ChainHead) []histStmt {
-	qs := historyInserts(d, es, ps)
-	a := c.actor
-	return append(qs, histStmt{sqlChainUpsert, []any{head.Chain, a.Command, a.Host, a.PID, d.atArg(time.Now()), head.Seq, head.Hash}})
+	sc := &c.room
+	qs := sc.inserts(d, es, ps)
+	chainArg := c.actorArgs[0]
+	if head.Chain != c.actor.Instance { // never: a head is its chain's
+		chainArg = head.Chain
+	}
+	args := append(sc.take(7), chainArg, c.actorArgs[1], c.actorArgs[2], c.actorArgs[3], d.atArg(time.Now()), head.Seq, sc.bx.str(head.Hash))
+	qs = append(qs, histStmt{sqlChainUpsert, args})
+	sc.qs = qs
+	return qs
 }
 
 // histStmt is one statement with its arguments.

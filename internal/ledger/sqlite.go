@@ -38,7 +38,10 @@ type sqliteStore struct {
 	w     *sqliteWriter // the driver's connection under wconn, while the writer runs
 	wErr  error         // why there is none (never, with this package's driver)
 	tx    sqliteTx      // the writer's statements for the op it runs (txFor)
-	rdb   *sql.DB       // read pool (query_only)
+	// pending is the writer's room for a transaction's history entries
+	// (appendHistory), kept from one to the next.
+	pending []pending
+	rdb     *sql.DB // read pool (query_only)
 
 	queue      // the writer's
 	writerDone chan struct{}

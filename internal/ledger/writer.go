@@ -259,12 +259,13 @@ func (s *sqliteStore) runBatch(tx driver.Tx, batch []*op) {
 // when there were none). The entries' time is this host's clock, which on
 // SQLite is the database's (CURRENT_TIMESTAMP reads it too).
 func (s *sqliteStore) appendHistory(batch ...*op) (*ChainHead, error) {
-	var ps []pending
+	ps := s.pending[:0]
 	for _, o := range batch {
 		if o.err == nil || errors.Is(o.err, ErrStateChanged) {
 			ps = append(ps, o.entries...)
 		}
 	}
+	defer func() { s.pending = ps[:0]; clear(ps) }()
 	if len(ps) == 0 {
 		return nil, nil
 	}
