@@ -129,8 +129,16 @@ func entryHash(e *Entry) string {
 // hashWithAt is entryHash with e.At already formatted (as entryHash does):
 // the entries of one transaction share their time, formatted once.
 func hashWithAt(e *Entry, at []byte) string {
+	var hb [2 * sha256.Size]byte
+	return string(appendHash(hb[:0], e, e.PrevHash, at))
+}
+
+// appendHash appends to dst the hash of e (hashWithAt) with prevHash for
+// e.PrevHash: seal chains a transaction's entries in one buffer, each
+// hashed after the one before it, before their hashes are strings.
+func appendHash[P ~string | ~[]byte](dst []byte, e *Entry, prevHash P, at []byte) []byte {
 	// The encoding is built in one buffer on the stack and hashed at once:
-	// no allocation but the returned string.
+	// no allocation.
 	var buf [512]byte
 	var nb [20]byte // a number, before it is appended as a field
 	b := buf[:0]
@@ -138,7 +146,7 @@ func hashWithAt(e *Entry, at []byte) string {
 	b = appendField(b, "lhrelay-history-1")
 	b = appendField(b, e.Chain)
 	num(e.Seq)
-	b = appendField(b, e.PrevHash)
+	b = appendField(b, prevHash)
 	b = appendField(b, e.GUID)
 	b = appendField(b, at)
 	b = appendField(b, e.StateBefore)
@@ -153,9 +161,7 @@ func hashWithAt(e *Entry, at []byte) string {
 	num(int64(e.HTTPStatus))
 	num(e.Took.Microseconds())
 	sum := sha256.Sum256(b)
-	var hb [2 * sha256.Size]byte
-	hex.Encode(hb[:], sum[:])
-	return string(hb[:])
+	return hex.AppendEncode(dst, sum[:])
 }
 
 // appendField appends one field of entryHash's encoding: its length
@@ -215,18 +221,37 @@ func (c *chain) seal(ps []pending, at time.Time) ([]Entry, ChainHead) {
 	c.room.reset()
 	out := slices.Grow(c.room.es[:0], len(ps))[:len(ps)]
 	c.room.es = out
+	// The hashes are chained in one buffer, each entry's PrevHash the
+	// bytes before its own, and become strings together: one text for
+	// the transaction rather than one per entry.
+	const size = 2 * sha256.Size
+	hashes := c.room.hashes[:0]
 	for i, p := range ps {
 		e := &out[i]
 		*e = Entry{
-			Chain: head.Chain, Seq: head.Seq + 1, PrevHash: head.Hash,
+			Chain: head.Chain, Seq: head.Seq + 1 + int64(i), PrevHash: head.Hash,
 			GUID: p.guid, At: at,
 			StateBefore: p.stateBefore, RspBefore: p.rspBefore, StateAfter: p.stateAfter, RspAfter: p.rspAfter,
 			Attempts: p.attempts,
 			Command:  c.actor.Command, Host: c.actor.Host, PID: c.actor.PID,
 			Why: p.why,
 		}
-		e.Hash = hashWithAt(e, atText)
-		head.Seq, head.Hash = e.Seq, e.Hash
+		if i == 0 {
+			hashes = appendHash(hashes, e, e.PrevHash, atText)
+		} else {
+			hashes = appendHash(hashes, e, hashes[size*(i-1):size*i], atText)
+		}
+	}
+	c.room.hashes = hashes
+	text := string(hashes)
+	for i := range out {
+		out[i].Hash = text[size*i : size*(i+1)]
+		if i > 0 {
+			out[i].PrevHash = out[i-1].Hash
+		}
+	}
+	if len(out) > 0 {
+		head.Seq, head.Hash = out[len(out)-1].Seq, out[len(out)-1].Hash
 	}
 	return out, head
 }
@@ -291,10 +316,11 @@ func historyInserts(d *dialect, es []Entry, ps []pending) []histStmt {
 // the next, so that their slices and argument lists are not made anew
 // each time. What it gives is valid until its next use.
 type histScratch struct {
-	es   []Entry
-	qs   []histStmt
-	args []any
-	bx   boxes
+	es     []Entry
+	hashes []byte // seal's, before they are one string
+	qs     []histStmt
+	args   []any
+	bx     boxes
 }
 
 // take is room for n arguments, after those taken since reset.
