@@ -149,7 +149,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 	cr := claimRuns.Get().(*claimRun)
 	cr.r, cr.key = r, key
 	cr.args = [5]any{r.GUID, recurring.box(r.TxCode), r.Frame, token, key}
-	err := l.st.do(ctx, operation{guid: r.GUID, runner: cr})
+	err := l.st.do(ctx, operation{guid: r.GUID, guidArg: cr.args[0], runner: cr})
 	c := cr.c
 	cr.recycle()
 	if err != nil {
@@ -335,7 +335,7 @@ func (l *Ledger) Finish(ctx context.Context, guid string, attempts int, o Outcom
 	f := finishRuns.Get().(*finishRun)
 	err := f.init(l, guid, attempts, o, o.Response)
 	if err == nil {
-		err = l.st.do(ctx, operation{guid: guid, runner: f, rerunnable: true})
+		err = l.st.do(ctx, operation{guid: guid, guidArg: f.t.args[3], runner: f, rerunnable: true})
 		f.counted(err)
 		l.countError(opFinish, err)
 	}
@@ -364,7 +364,7 @@ func (l *Ledger) FinishLater(ctx context.Context, guid string, attempts int, o O
 	err := f.init(l, guid, attempts, o, f.copyResponse(o.Response))
 	if err == nil {
 		f.then = then
-		err = l.st.enqueue(ctx, operation{guid: guid, runner: f, rerunnable: true}, f)
+		err = l.st.enqueue(ctx, operation{guid: guid, guidArg: f.t.args[3], runner: f, rerunnable: true}, f)
 	}
 	if err != nil {
 		f.recycle()

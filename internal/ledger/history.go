@@ -358,7 +358,7 @@ func (sc *histScratch) inserts(d *dialect, es []Entry, ps []pending) []histStmt 
 		args := sc.take(historyArgs * n)
 		for i := from; i < from+n; i++ {
 			e := &es[i]
-			guid := any(e.GUID)
+			guid := bx.guid(e.GUID)
 			var key any
 			if k := keyOf(ps, i); k != 0 {
 				key = k
@@ -388,6 +388,9 @@ type boxes struct {
 	strs []string
 	anys []any
 	hits []int // how often each was found
+	// guids are the GUIDs of the transaction's operations, as boxed for
+	// their own statements (operation.guidArg).
+	guids map[string]any
 	// The most recent, which an entry most often repeats.
 	lastAt    time.Time
 	lastAtArg any
@@ -402,7 +405,24 @@ const boxesKept = 24
 // reset forgets every box, keeping the room.
 func (b *boxes) reset() {
 	clear(b.anys)
-	*b = boxes{strs: b.strs[:0], anys: b.anys[:0], hits: b.hits[:0]}
+	clear(b.guids)
+	*b = boxes{strs: b.strs[:0], anys: b.anys[:0], hits: b.hits[:0], guids: b.guids}
+}
+
+// boxedGUID makes guid's box v, the one its operation's statements used.
+func (b *boxes) boxedGUID(guid string, v any) {
+	if b.guids == nil {
+		b.guids = map[string]any{}
+	}
+	b.guids[guid] = v
+}
+
+// guid is a GUID boxed: its operation's box, or a new one.
+func (b *boxes) guid(s string) any {
+	if v, ok := b.guids[s]; ok {
+		return v
+	}
+	return s
 }
 
 func (b *boxes) str(s string) any {

@@ -50,7 +50,10 @@ type store interface {
 // An operation is one step of the state machine for a store to run.
 type operation struct {
 	guid string // the row it works on; "" for none (purge, ping)
-	run  opFunc
+	// guidArg, when set, is guid as its statements' argument: its
+	// history entries use the same box.
+	guidArg any
+	run     opFunc
 	// runner, when set, is run instead of run: the operations of every
 	// transfer (claimRun, finishRun) are pooled structs, not closures.
 	runner runner

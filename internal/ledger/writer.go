@@ -275,6 +275,11 @@ func (s *sqliteStore) appendHistory(batch ...*op) (*ChainHead, error) {
 		}
 	}
 	es, head := s.chain.seal(ps, time.Now())
+	for _, o := range batch {
+		if o.o.guidArg != nil {
+			s.chain.room.bx.boxedGUID(o.o.guid, o.o.guidArg)
+		}
+	}
 	for _, q := range s.chain.statements(sqliteDialect, es, ps, head) {
 		if _, err := s.w.exec(q.q, q.args); err != nil {
 			return nil, fmt.Errorf("append history: %w", err)
