@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 
 	"gotest.tools/v3/assert"
@@ -61,4 +62,19 @@ func TestBoxesKeepWhatRecurs(t *testing.T) {
 	// len(recurs), the hashes, and the first PrevHash ("" boxes for free).
 	assert.Equal(t, testing.AllocsPerRun(5, batch), float64(len(recurs)+entries))
 	assert.Equal(t, wrong, 0)
+}
+
+// Claim tokens are made a block at a time and given in order: each is
+// the prefix and the next count, never one twice, at well under one
+// allocation a claim.
+func TestClaimTokens(t *testing.T) {
+	l := &Ledger{tokenPrefix: "prefix."}
+	seen := map[string]bool{}
+	for i := 1; i <= 3*claimTokenBlock+5; i++ {
+		tok := l.newClaimToken()
+		assert.Equal(t, tok, "prefix."+strconv.FormatUint(uint64(i), 36))
+		assert.Assert(t, !seen[tok], "token %s given twice", tok)
+		seen[tok] = true
+	}
+	assert.Equal(t, testing.AllocsPerRun(4*claimTokenBlock, func() { l.newClaimToken() }), 0.0)
 }

@@ -874,8 +874,44 @@ ON CONFLICT(guid) DO UPDATE SET state = 'SENT', updated_at = CURRENT_TIMESTAMP`,
 
 // newClaimToken returns a value no other claim has, on any relay sharing
 // the database: this Ledger's random prefix and a count.
+//
+// Tokens are made claimTokenBlock at a time, as slices of one string:
+// every transfer claims, and a string each was an allocation each.
 func (l *Ledger) newClaimToken() string {
-	// Built on the stack: one allocation, the token's.
-	var b [64]byte
-	return string(strconv.AppendUint(append(b[:0], l.tokenPrefix...), l.claims.Add(1), 36))
+	t := &l.tokens
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.next == len(t.ready) {
+		b := t.buf[:0]
+		ends := t.ends[:0]
+		for range claimTokenBlock {
+			b = strconv.AppendUint(append(b, l.tokenPrefix...), l.claims.Add(1), 36)
+			ends = append(ends, len(b))
+		}
+		t.buf, t.ends = b, ends
+		text := string(b)
+		t.ready, t.next = t.ready[:0], 0
+		from := 0
+		for _, end := range ends {
+			t.ready = append(t.ready, text[from:end])
+			from = end
+		}
+	}
+	token := t.ready[t.next]
+	t.ready[t.next] = ""
+	t.next++
+	return token
+}
+
+// claimTokenBlock is how many claim tokens are made at once.
+const claimTokenBlock = 64
+
+// claimTokens are a Ledger's tokens made and not yet given
+// (newClaimToken).
+type claimTokens struct {
+	mu    sync.Mutex
+	ready []string // given up to next
+	next  int
+	buf   []byte
+	ends  []int
 }

@@ -158,6 +158,7 @@ type Ledger struct {
 	// (newClaimToken).
 	tokenPrefix string
 	claims      atomic.Uint64
+	tokens      claimTokens
 
 	closeOnce sync.Once
 	closeErr  error
