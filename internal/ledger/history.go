@@ -339,7 +339,7 @@ func (sc *histScratch) reset() {
 	clear(sc.args[:cap(sc.args)])
 	clear(sc.qs)
 	sc.args, sc.qs = sc.args[:0], sc.qs[:0]
-	sc.bx.reset()
+	sc.bx.next()
 }
 
 // inserts is historyInserts in sc's room.
@@ -387,7 +387,8 @@ func (sc *histScratch) inserts(d *dialect, es []Entry, ps []pending) []histStmt 
 type boxes struct {
 	strs []string
 	anys []any
-	hits []int // how often each was found
+	hits []int  // how often each was found
+	keep []bool // forget's
 	// guids are the GUIDs of the transaction's operations, as boxed for
 	// their own statements (operation.guidArg).
 	guids map[string]any
@@ -400,13 +401,23 @@ type boxes struct {
 
 // boxesKept bounds the strings boxes remembers: beyond it, a lookup costs
 // more than the allocation it saves.
-const boxesKept = 24
+const boxesKept = 32
 
 // reset forgets every box, keeping the room.
 func (b *boxes) reset() {
 	clear(b.anys)
 	clear(b.guids)
-	*b = boxes{strs: b.strs[:0], anys: b.anys[:0], hits: b.hits[:0], guids: b.guids}
+	*b = boxes{strs: b.strs[:0], anys: b.anys[:0], hits: b.hits[:0], keep: b.keep, guids: b.guids}
+}
+
+// next readies b for the next transaction of its writer: what recurs (the
+// actor, states, codes and reasons) and the last hash (the next entry's
+// PrevHash) stay boxed, as when it makes room (forget); the GUIDs go.
+func (b *boxes) next() {
+	clear(b.guids)
+	if len(b.strs) > 0 {
+		b.forget()
+	}
 }
 
 // boxedGUID makes guid's box v, the one its operation's statements used.
@@ -440,26 +451,42 @@ func (b *boxes) str(s string) any {
 	return v
 }
 
-// forget makes room: it keeps the strings found more than once (the
-// actor, states, codes and reasons, which every entry repeats; a hash is
-// found once, as the next entry's PrevHash) and the newest two (the last
-// hash), at most half of boxesKept in all, the newest of them.
+// forget makes room, keeping at most half of boxesKept: first what was
+// found more than once (the actor, states, codes and reasons, which
+// every entry repeats; a hash is found once, as the next entry's
+// PrevHash), then the newest two (the last hash), then what was found
+// once, newest first; the rest goes.
 func (b *boxes) forget() {
+	room := boxesKept / 2
+	keep := append(b.keep[:0], make([]bool, len(b.strs))...)
+	mark := func(i int) {
+		if room > 0 && !keep[i] {
+			keep[i] = true
+			room--
+		}
+	}
+	for i := len(b.strs) - 1; i >= 0; i-- {
+		if b.hits[i] > 1 {
+			mark(i)
+		}
+	}
+	for i := len(b.strs) - 1; i >= max(0, len(b.strs)-2); i-- {
+		mark(i)
+	}
+	for i := len(b.strs) - 1; i >= 0; i-- {
+		if b.hits[i] == 1 {
+			mark(i)
+		}
+	}
 	n := 0
-	for i := range b.strs {
-		if b.hits[i] > 1 || i >= len(b.strs)-2 {
+	for i, k := range keep {
+		if k {
 			b.strs[n], b.anys[n], b.hits[n] = b.strs[i], b.anys[i], b.hits[i]
 			n++
 		}
 	}
-	if drop := n - boxesKept/2; drop > 0 {
-		copy(b.strs, b.strs[drop:n])
-		copy(b.anys, b.anys[drop:n])
-		copy(b.hits, b.hits[drop:n])
-		n -= drop
-	}
 	clear(b.anys[n:])
-	b.strs, b.anys, b.hits = b.strs[:n], b.anys[:n], b.hits[:n]
+	b.strs, b.anys, b.hits, b.keep = b.strs[:n], b.anys[:n], b.hits[:n], keep
 }
 
 func (b *boxes) at(d *dialect, t time.Time) any {
