@@ -48,9 +48,34 @@ func (w *sqliteWriter) close() {
 	}
 }
 
-// begin starts a transaction: BEGIN IMMEDIATE, from the DSN's _txlock.
+// begin starts a transaction: BEGIN IMMEDIATE, as the DSN's _txlock
+// makes every other transaction start. The writer's BEGIN, COMMIT and
+// ROLLBACK are prepared statements like its others: the driver's own
+// Begin and Commit run them as text, at four allocations each.
 func (w *sqliteWriter) begin() (driver.Tx, error) {
-	return w.c.BeginTx(context.Background(), driver.TxOptions{})
+	if _, err := w.exec("BEGIN IMMEDIATE", nil); err != nil {
+		return nil, err
+	}
+	return writerTx{w}, nil
+}
+
+// writerTx is the writer's transaction (begin).
+type writerTx struct{ w *sqliteWriter }
+
+// Commit commits; if that fails it rolls back, as the driver's Commit
+// does: SQLite may leave the transaction open, and nothing of it may be
+// taken for committed.
+func (t writerTx) Commit() error {
+	_, err := t.w.exec("COMMIT", nil)
+	if err != nil {
+		t.w.exec("ROLLBACK", nil)
+	}
+	return err
+}
+
+func (t writerTx) Rollback() error {
+	_, err := t.w.exec("ROLLBACK", nil)
+	return err
 }
 
 // stmt is q prepared, from the cache or now. q must be one statement: a
