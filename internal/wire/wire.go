@@ -43,10 +43,14 @@ func ReadFrame(r io.Reader, buf []byte) ([]byte, error) {
 		}
 		return buf[:n], err
 	}
-	n, err := generated.ParseLengthPrefix(string(buf))
-	if err != nil {
+	// generated.ParseLengthPrefix's rule, on a string that stays on the
+	// stack (its error would keep it: an allocation a frame).
+	prefix := string(buf)
+	if !fixedwidth.Digits(prefix) {
 		return buf, &PrefixError{Prefix: append([]byte(nil), buf...)}
 	}
+	n64, _ := fixedwidth.ParseDigits(prefix)
+	n := int(n64)
 	total := generated.PrefixLen + n
 	if cap(buf) < total {
 		grown := make([]byte, total)
