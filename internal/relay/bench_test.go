@@ -169,7 +169,7 @@ func dialWorkers(b *testing.B, dial func() (net.Conn, error), nextGUID func() ui
 			if err != nil {
 				return err
 			}
-			if code := string(answer[51:55]); code != string(generated.RspHTTP200) {
+			if code := answer[51:55]; string(code) != string(generated.RspHTTP200) {
 				return fmt.Errorf("relay answered %s", code)
 			}
 			return nil
