@@ -149,7 +149,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 	cr := claimRuns.Get().(*claimRun)
 	cr.r, cr.key = r, key
 	cr.args = [5]any{r.GUID, recurring.box(r.TxCode), r.Frame, token, key}
-	err := l.st.do(ctx, operation{guid: r.GUID, guidArg: cr.args[0], runner: cr})
+	err := l.st.do(ctx, operation{guid: r.GUID, guidArg: cr.args[0], keyArg: cr.args[4], runner: cr})
 	c := cr.c
 	cr.recycle()
 	if err != nil {

@@ -361,7 +361,7 @@ func (sc *histScratch) inserts(d *dialect, es []Entry, ps []pending) []histStmt 
 			guid := bx.guid(e.GUID)
 			var key any
 			if k := keyOf(ps, i); k != 0 {
-				key = k
+				key = bx.key(k)
 			}
 			args = append(args, bx.str(e.Chain), e.Seq, bx.str(e.PrevHash), bx.str(e.Hash), guid, bx.at(d, e.At),
 				bx.str(string(e.StateBefore)), bx.str(e.RspBefore), bx.str(string(e.StateAfter)), bx.str(e.RspAfter), int64(e.Attempts),
@@ -392,6 +392,9 @@ type boxes struct {
 	// guids are the GUIDs of the transaction's operations, as boxed for
 	// their own statements (operation.guidArg).
 	guids map[string]any
+	// keys are the hist_keys the transaction's claims inserted, as boxed
+	// for their statements (operation.keyArg).
+	keys map[int64]any
 	// The most recent, which an entry most often repeats.
 	lastAt    time.Time
 	lastAtArg any
@@ -407,7 +410,8 @@ const boxesKept = 32
 func (b *boxes) reset() {
 	clear(b.anys)
 	clear(b.guids)
-	*b = boxes{strs: b.strs[:0], anys: b.anys[:0], hits: b.hits[:0], keep: b.keep, guids: b.guids}
+	clear(b.keys)
+	*b = boxes{strs: b.strs[:0], anys: b.anys[:0], hits: b.hits[:0], keep: b.keep, guids: b.guids, keys: b.keys}
 }
 
 // next readies b for the next transaction of its writer: what recurs (the
@@ -415,6 +419,7 @@ func (b *boxes) reset() {
 // PrevHash) stay boxed, as when it makes room (forget); the GUIDs go.
 func (b *boxes) next() {
 	clear(b.guids)
+	clear(b.keys)
 	if len(b.strs) > 0 {
 		b.forget()
 	}
@@ -426,6 +431,26 @@ func (b *boxes) boxedGUID(guid string, v any) {
 		b.guids = map[string]any{}
 	}
 	b.guids[guid] = v
+}
+
+// boxedKey makes the box of hist_key v (an int64) v itself.
+func (b *boxes) boxedKey(v any) {
+	k, ok := v.(int64)
+	if !ok {
+		return
+	}
+	if b.keys == nil {
+		b.keys = map[int64]any{}
+	}
+	b.keys[k] = v
+}
+
+// key is a hist_key boxed: its claim's box, or a new one.
+func (b *boxes) key(k int64) any {
+	if v, ok := b.keys[k]; ok {
+		return v
+	}
+	return k
 }
 
 // guid is a GUID boxed: its operation's box, or a new one.

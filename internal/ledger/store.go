@@ -53,7 +53,10 @@ type operation struct {
 	// guidArg, when set, is guid as its statements' argument: its
 	// history entries use the same box.
 	guidArg any
-	run     opFunc
+	// keyArg, when set, is the hist_key its claim inserts, boxed for its
+	// statement: its history entry uses the same box.
+	keyArg any
+	run    opFunc
 	// runner, when set, is run instead of run: the operations of every
 	// transfer (claimRun, finishRun) are pooled structs, not closures.
 	runner runner

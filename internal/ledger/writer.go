@@ -279,6 +279,9 @@ func (s *sqliteStore) appendHistory(batch ...*op) (*ChainHead, error) {
 		if o.o.guidArg != nil {
 			s.chain.room.bx.boxedGUID(o.o.guid, o.o.guidArg)
 		}
+		if o.o.keyArg != nil {
+			s.chain.room.bx.boxedKey(o.o.keyArg)
+		}
 	}
 	for _, q := range s.chain.statements(sqliteDialect, es, ps, head) {
 		if _, err := s.w.exec(q.q, q.args); err != nil {
