@@ -135,7 +135,7 @@
 // result, sends those statements together in one pgx.Batch (one round
 // trip), ordered by GUID and then by queue order. A batch of claims and
 // outcomes is thus BEGIN, one round (two when a claim finds a row), COMMIT.
-// The operations are the same closures the SQLite writer runs one after
+// The operations are the same ones the SQLite writer runs one after
 // another; side by side they stay correct for the reason concurrent
 // transactions do: every decision is a conditional statement's affected
 // rows on the row as it is then, and operations on one GUID keep their

@@ -9,10 +9,11 @@ import (
 
 // An op is one write operation queued for a store's writer goroutine. Its
 // operation's run executes the statements inside the writer's transaction
-// and stores its result in variables the caller's closure captured; the
-// caller reads them only after done has been signalled and only if err is
-// nil. An op queued without waiting (enqueue) has no done channel: the
-// writer calls then instead.
+// and stores its result where its caller reads it (its own struct, or
+// variables the caller's closure captured); the caller reads them only
+// after done has been signalled and only if err is nil. For an op queued
+// without waiting (enqueue) the writer tells its then instead, and done
+// is unused.
 type op struct {
 	o     operation
 	state atomic.Int32 // opQueued → opTaken (writer) or opCancelled (caller)

@@ -292,7 +292,7 @@ func (s *sqliteStore) appendHistory(batch ...*op) (*ChainHead, error) {
 }
 
 // runEach is the slow path after a statement failed in a batch: each op in a
-// transaction of its own. Every op's closure overwrites its results when it
+// transaction of its own. Every op's run overwrites its results when it
 // runs, so running it again after the rollback is safe.
 func (s *sqliteStore) runEach(batch []*op) {
 	for _, o := range batch {
