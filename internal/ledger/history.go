@@ -351,10 +351,11 @@ func (sc *histScratch) inserts(d *dialect, es []Entry, ps []pending) []histStmt 
 	qs := sc.qs[:0]
 	bx := &sc.bx
 	for from := 0; from < len(es); {
-		n := 1
-		if len(es)-from >= sqliteHistoryRows {
-			n = sqliteHistoryRows
+		k := sqliteHistoryRowsLog
+		for 1<<k > len(es)-from {
+			k--
 		}
+		n := 1 << k
 		args := sc.take(historyArgs * n)
 		for i := from; i < from+n; i++ {
 			e := &es[i]
@@ -368,11 +369,7 @@ func (sc *histScratch) inserts(d *dialect, es []Entry, ps []pending) []histStmt 
 				bx.str(e.Command), bx.str(e.Host), bx.int(e.PID), bx.str(e.Reason), int64(e.HTTPStatus), e.Took.Microseconds(),
 				key, guid)
 		}
-		q := sqlHistoryInsertOne
-		if n > 1 {
-			q = sqlHistoryInsertMany
-		}
-		qs = append(qs, histStmt{q, args})
+		qs = append(qs, histStmt{sqlHistoryInserts[k], args})
 		from += n
 	}
 	sc.qs = qs
@@ -528,14 +525,19 @@ func (b *boxes) int(n int) any {
 	return b.lastIntV
 }
 
-// On SQLite, entries go in sqliteHistoryRows at a time while there are
-// that many, then one at a time: two statement texts, both kept prepared.
-const sqliteHistoryRows = 32
+// On SQLite, a transaction's entries go in INSERTs of 32, 16, 8, 4, 2
+// and 1 rows, the largest that fits what is left: at most six statements
+// (each a call into SQLite and two allocations of the driver's) for up to
+// 63 entries, from six texts kept prepared.
+const sqliteHistoryRowsLog = 5
 
-var (
-	sqlHistoryInsertOne  = `INSERT INTO history(` + historyColumns + `, hist_key) VALUES ` + historyMarks
-	sqlHistoryInsertMany = `INSERT INTO history(` + historyColumns + `, hist_key) VALUES ` + strings.TrimSuffix(strings.Repeat(historyMarks+", ", sqliteHistoryRows), ", ")
-)
+// sqlHistoryInserts[k] inserts 1<<k entries.
+var sqlHistoryInserts = func() (qs [sqliteHistoryRowsLog + 1]string) {
+	for k := range qs {
+		qs[k] = `INSERT INTO history(` + historyColumns + `, hist_key) VALUES ` + strings.TrimSuffix(strings.Repeat(historyMarks+", ", 1<<k), ", ")
+	}
+	return qs
+}()
 
 const sqlPgHistoryInsert = `INSERT INTO history(` + historyColumns + `, hist_key)
 SELECT ` + historyColumns + `, COALESCE(key, (SELECT hist_key FROM tx WHERE tx.guid = e.guid)) FROM unnest(
@@ -546,9 +548,11 @@ AS e(` + historyColumns + `, key)`
 // pgHistoryInsert passes each column as one array literal, in text: a
 // []string in binary goes through pgx element by element, each boxed in
 // an interface (about twenty allocations a transfer). The literals are
-// built in one buffer and passed as *string, which pgx sends as text and
-// boxes without allocating; the server parses them (the statement's casts
-// give their types).
+// built in one buffer and passed as *string, which pgx sends as text; the
+// server parses them (the statement's casts give their types). pgx still
+// reaches each *string by reflection, one allocation a column per INSERT
+// (a plain string costs the same), so a transaction's history costs 18
+// allocations however many entries it has.
 func pgHistoryInsert(es []Entry, ps []pending) histStmt {
 	var cols pgHistoryColumns
 	b := make([]byte, 0, len(es)*(2*sha256Hex+200))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -654,4 +655,33 @@ func TestHistoryKeepsEveryCharacter(t *testing.T) {
 		}
 		mustAudit(t, l)
 	}, WithActor(actor))
+}
+
+// TestSQLiteHistoryInsertsInPowersOfTwo: a transaction's entries go in
+// INSERTs of 32, 16, …, 1 rows, every entry exactly once and in order,
+// in no more statements than the bits of their count (beyond 63, one
+// more per 32).
+func TestSQLiteHistoryInsertsInPowersOfTwo(t *testing.T) {
+	for n := 0; n <= 100; n++ {
+		es := make([]Entry, n)
+		for i := range es {
+			es[i] = Entry{Chain: "c", Seq: int64(i + 1), GUID: fmt.Sprint("g", i)}
+		}
+		qs := historyInserts(sqliteDialect, es, nil)
+		seqs := []int64{}
+		for _, q := range qs {
+			rows := len(q.args) / historyArgs
+			assert.Equal(t, len(q.args), rows*historyArgs)
+			assert.Equal(t, q.q, sqlHistoryInserts[bits.Len(uint(rows))-1], "n=%d: %d rows", n, rows)
+			for r := range rows {
+				seqs = append(seqs, q.args[r*historyArgs+1].(int64))
+			}
+		}
+		want := make([]int64, n)
+		for i := range want {
+			want[i] = int64(i + 1)
+		}
+		assert.DeepEqual(t, seqs, want)
+		assert.Equal(t, len(qs), n/32+bits.OnesCount(uint(n%32)), "n=%d", n)
+	}
 }
