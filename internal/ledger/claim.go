@@ -14,6 +14,15 @@ import (
 // The state machine's statements, in SQL both stores accept. Every write is
 // one statement, and every transition is conditional on the state it
 // expects (SPEC 6).
+//
+// A statement on one row in a given state tests the state as
+// "(state = ?) IS TRUE": in a WHERE it means state = ?, but no index can
+// serve it, so the row is found by its GUID (tx_pkey) alone. Otherwise
+// PostgreSQL's generic plan, made while the table is empty and kept for
+// the connection's life, takes the state and the GUID from
+// tx_state_updated_at (state, updated_at, guid) and scans every entry of
+// that state, dead ones included: each outcome costs more with every
+// transfer written until a vacuum (TestPostgresFindsARowByItsKey).
 const (
 	// The claim: one statement, never "select, then insert".
 	// claim_token is the claim's own (newClaimToken), so that an abandon
@@ -28,20 +37,20 @@ ON CONFLICT(guid) DO NOTHING`
 	// FAILED → SENT, in one conditional statement, with the new claim's
 	// token. rsp_code is left as it was, so RETURNING gives the one before.
 	sqlReclaim = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP, claim_token = ?
-WHERE guid = ? AND state = 'FAILED' RETURNING attempts, rsp_code`
+WHERE guid = ? AND (state = 'FAILED') IS TRUE RETURNING attempts, rsp_code`
 
 	sqlReclaimBelow = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP, claim_token = ?
-WHERE guid = ? AND state = 'FAILED' AND COALESCE(attempts, 0) < ? RETURNING attempts, rsp_code`
+WHERE guid = ? AND (state = 'FAILED') IS TRUE AND COALESCE(attempts, 0) < ? RETURNING attempts, rsp_code`
 
 	// A transition. SET expressions see the row as it was, so
 	// prev_rsp_code keeps the rsp_code replaced, and sqlReturnBefore gives
 	// it to the history in the same statement, under the row's lock
 	// (dialect.readsBefore: or sqlRowBefore reads it first).
 	sqlTransition = `UPDATE tx SET prev_rsp_code = rsp_code, state = ?, rsp_code = ?, response = ?, updated_at = CURRENT_TIMESTAMP
-WHERE guid = ? AND state = ?`
+WHERE guid = ? AND (state = ?) IS TRUE`
 	sqlReturnBefore        = ` RETURNING attempts, prev_rsp_code`
 	sqlTransitionReturning = sqlTransition + sqlReturnBefore
-	sqlRowBefore           = `SELECT attempts, rsp_code FROM tx WHERE guid = ? AND state = ?`
+	sqlRowBefore           = `SELECT attempts, rsp_code FROM tx WHERE guid = ? AND (state = ?) IS TRUE`
 
 	// A transition of one claim's row: conditional on the state and on
 	// the attempts of that claim, so that an answer to an earlier attempt

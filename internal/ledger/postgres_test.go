@@ -283,3 +283,48 @@ func TestPostgresScanUsesTheIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresFindsARowByItsKey: every statement that works on one row by
+// its GUID finds it through tx_pkey, even in the generic plan PostgreSQL
+// makes of it on an empty table and keeps for the connection's life (a
+// relay that starts on a new ledger). A plan that takes the row's state
+// from tx_state_updated_at (state, updated_at, guid) instead scans every
+// index entry of that state, dead ones included: the cost of each outcome
+// grows with the transfers written until a vacuum.
+func TestPostgresFindsARowByItsKey(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.URL(t)
+	openLedger(t, db)
+	c, err := pgx.Connect(ctx, db)
+	assert.NilError(t, err)
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	assert.NilError(t, err)
+	for name, q := range map[string]string{
+		"claim's existing row":             sqlClaimExisting,
+		"re-claim":                         sqlReclaim,
+		"re-claim below":                   sqlReclaimBelow,
+		"transition":                       sqlTransitionReturning,
+		"row before":                       sqlRowBefore,
+		"transition of a claim":            sqlTransitionOfClaimReturning,
+		"row before, of a claim":           sqlRowBeforeOfClaim,
+		"transition of a fresh claim":      sqlTransitionOfFreshClaim,
+		"transition of a claim, its token": sqlTransitionOfClaim + ` AND claim_token = ?` + sqlReturnBefore,
+		"state and attempts":               sqlStateAttemptsOf,
+		"outcome":                          sqlOutcomeOf,
+	} {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			_, err := c.Exec(ctx, `PREPARE s AS `+dollarPlaceholders(q))
+			assert.NilError(t, err)
+			defer c.Exec(ctx, `DEALLOCATE s`)
+			nulls := strings.TrimSuffix(strings.Repeat("NULL, ", strings.Count(q, "?")), ", ")
+			rows, err := c.Query(ctx, `EXPLAIN EXECUTE s(`+nulls+`)`)
+			assert.NilError(t, err)
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			assert.NilError(t, err)
+			plan := strings.Join(lines, "\n")
+			assert.Check(t, is.Contains(plan, "tx_pkey"), plan)
+			assert.Check(t, !strings.Contains(plan, "tx_state_updated_at"), plan)
+		})
+	}
+}
