@@ -121,3 +121,20 @@ func seed(t testing.TB, l *Ledger, r Request, state State, code string) {
 	}
 	assert.NilError(t, l.Finish(ctx, r.GUID, c.Attempts, Outcome{Why: Why{Reason: "test"}, State: state, RspCode: code, Response: responseFrame(r.GUID, code)}))
 }
+
+// queryPlan is SQLite's plan for q, one line a step.
+func queryPlan(t testing.TB, db *sql.DB, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query("EXPLAIN QUERY PLAN "+q, args...)
+	assert.NilError(t, err)
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		assert.NilError(t, rows.Scan(&id, &parent, &notused, &detail))
+		plan = append(plan, detail)
+	}
+	assert.NilError(t, rows.Err())
+	return plan
+}

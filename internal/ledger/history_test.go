@@ -432,18 +432,7 @@ func TestHistoryLookupSearchesIndexes(t *testing.T) {
 	assert.NilError(t, rw.QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'history' AND sql IS NOT NULL ORDER BY name)`, nil, &names))
 	assert.Equal(t, names, "history_guid_unkeyed history_key")
 
-	rows, err := rawDB(t, l.Path()).Query(`EXPLAIN QUERY PLAN `+sqlHistoryOf, "g", "g", "g", "g")
-	assert.NilError(t, err)
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, notused int
-		var detail string
-		assert.NilError(t, rows.Scan(&id, &parent, &notused, &detail))
-		plan = append(plan, detail)
-	}
-	assert.NilError(t, rows.Err())
-	all := strings.Join(plan, "\n")
+	all := strings.Join(queryPlan(t, rawDB(t, l.Path()), sqlHistoryOf, "g", "g", "g", "g"), "\n")
 	assert.Check(t, !strings.Contains(all, "SCAN history"), all)
 	assert.Check(t, is.Contains(all, "USING INDEX history_guid_unkeyed"))
 	assert.Check(t, is.Contains(all, "USING INDEX history_key"))

@@ -307,18 +307,7 @@ func TestScanUsesTheIndex(t *testing.T) {
 					a = append(a, ph.cursor(sqliteDialect, Row{GUID: testkit.GUID(), UpdatedAt: time.Now()})...)
 				}
 				q := ph.query(where, withCursor)
-				rows, err := db.Query("EXPLAIN QUERY PLAN "+q, append(a, 256)...)
-				assert.NilError(t, err)
-				var plan []string
-				for rows.Next() {
-					var id, parent, notused int
-					var detail string
-					assert.NilError(t, rows.Scan(&id, &parent, &notused, &detail))
-					plan = append(plan, detail)
-				}
-				assert.NilError(t, rows.Err())
-				rows.Close()
-				p := strings.Join(plan, "; ")
+				p := strings.Join(queryPlan(t, db, q, append(a, 256)...), "; ")
 				assert.Assert(t, strings.Contains(p, "USING INDEX tx_state_updated_at"), "%s\nplan: %s", q, p)
 				if ph.cond == "updated_at IS NOT NULL" {
 					assert.Assert(t, !strings.Contains(p, "TEMP B-TREE FOR ORDER BY"), "%s\nplan: %s", q, p)
