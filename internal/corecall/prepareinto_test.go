@@ -18,8 +18,7 @@ import (
 // results as a new one, reusing its buffers: building the call allocates
 // nothing, and a 200 decodes into the last one's body.
 func TestPrepareIntoReusesItsBuffers(t *testing.T) {
-	tx, ok := generated.LookupTransaction("BKTR0001")
-	assert.Assert(t, ok)
+	tx := bktr(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"guid":"%s","txId":"T%015d","balance":950000,"postedAt":"20261129103000"}`, r.Header.Get("X-Guid"), len(r.Header.Get("X-Guid")))
