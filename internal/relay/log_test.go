@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"gotest.tools/v3/assert"
 
+	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/metrics"
@@ -287,20 +287,8 @@ func BenchmarkFrameLine(b *testing.B) {
 		level slog.Level
 	}{{"warn", slog.LevelWarn}, {"info", slog.LevelInfo}} {
 		b.Run(bc.name, func(b *testing.B) {
-			s := &Server{log: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: bc.level})), base: context.Background(), metrics: metrics.New()}
-			c := &conn{s: s, remote: "127.0.0.1:40000"}
-			tx := testkit.TransferTx()
-			req := tx.NewRequest()
-			frame := transferFrame(b, testkit.GUID())
-			if err := req.Decode(string(frame[generated.HeaderLen:])); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				st := frameState{frame: frame, start: time.Now(), txCode: tx.Code, guid: "0123456789abcdef0123456789abcdef", tx: tx, req: req,
-					rsp: generated.RspHTTP200, state: ledger.StateDone, attempts: 1, claim: ledger.Owned, called: true}
-				c.frameDone(&st)
-			}
+			benchFrameDone(b, &Server{log: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: bc.level})), base: context.Background(), metrics: metrics.New()},
+				0, corecall.Result{})
 		})
 	}
 }
