@@ -47,6 +47,18 @@
 //     ignores the busy timeout.
 //   - _stmt_cache_size: the same few statements run many thousand times a
 //     second; the driver's per-connection cache avoids re-preparing them.
+//   - _mutex=no: a connection is only ever used by one goroutine at a
+//     time, so SQLite's per-connection mutex only cost a lock and an
+//     unlock around every call.
+//   - wal_autocheckpoint=4000 (walCheckpointPages, the writer's connection
+//     only, where every COMMIT is): a checkpoint copies each page the WAL
+//     holds into the file once, however many commits rewrote it, and the
+//     pages a transfer dirties are mostly the same few (the indexes' and
+//     the history's last pages, the row's). Every 4,000 pages (16 MB of
+//     WAL) rather than SQLite's 1,000 writes them a quarter as often:
+//     about 7% of the relay's CPU at 64 channels (one run, alternating,
+//     six pairs: 1–25% less in each). Durability does not change (each
+//     COMMIT still fsyncs the WAL); the WAL a restart replays is longer.
 //
 // The files are opened as SQLite URIs with mode=rwc (Open) or mode=rw
 // (OpenExisting): SQLite never creates a directory, and mode=rw never

@@ -105,6 +105,11 @@ func openSQLite(path string, cfg config) (*sqliteStore, string, error) {
 	if err := applySchema(ctx, s.wconn, cfg.mustExist); err != nil {
 		return fail(err)
 	}
+	// Only the writer commits, so only its connection checkpoints (the
+	// package doc says why not every 1,000 pages).
+	if _, err := s.wconn.ExecContext(ctx, "PRAGMA wal_autocheckpoint = "+strconv.Itoa(walCheckpointPages)); err != nil {
+		return fail(err)
+	}
 
 	s.rdb, err = sql.Open("sqlite3", s.dsn("rw", false))
 	if err != nil {
@@ -195,6 +200,10 @@ func classifyOpenErr(err error) error {
 	return err
 }
 
+// walCheckpointPages is how many pages the WAL holds before a COMMIT
+// copies them into the database file (doc.go).
+const walCheckpointPages = 4000
+
 // dsn builds the SQLite URI for the file. The path is escaped so that '%',
 // '?' and '#' in it stay part of the file name; SQLite ignores the driver's
 // _-prefixed parameters and the driver ignores mode.
@@ -204,10 +213,6 @@ func (s *sqliteStore) dsn(mode string, writer bool) string {
 	q.Set("_busy_timeout", strconv.FormatInt(s.cfg.busyTimeout.Milliseconds(), 10))
 	q.Set("_foreign_keys", "1")
 	q.Set("_stmt_cache_size", "32")
-	// A connection is only ever used by one goroutine at a time (the
-	// writer's is the writer goroutine's; database/sql hands a read
-	// connection to one caller at a time), so SQLite's per-connection
-	// mutex only costs a lock and unlock per call.
 	q.Set("_mutex", "no")
 	if writer {
 		q.Set("_journal_mode", "WAL")
