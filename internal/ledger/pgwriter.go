@@ -54,6 +54,9 @@ func (s *pgStore) runBatch(batch []*op) []fate {
 		head, err = s.commitWithHistory(ctx, c, batch, at)
 		if err != nil && isStatementError(err) {
 			c.Exec(ctx, "ROLLBACK") // the COMMIT was skipped with the statement that failed
+			if s.headBehind(err) {
+				return retryAll(fmt.Errorf("%w: %w", errNotSent, err))
+			}
 			return s.runEachAlone(batch)
 		}
 	} else if err != nil {
@@ -85,6 +88,26 @@ func (s *pgStore) runBatch(batch []*op) []fate {
 	}
 	return s.unconfirmed(batch, fates, fmt.Errorf("%w: the answer to COMMIT was lost: %w", ErrUnconfirmed, err))
 }
+
+// headBehind reports whether err is the history refusing an entry
+// whose place in the chain is taken: the head in the database is ahead
+// of the writer's. A COMMIT whose answer was lost may still be committing
+// on the server when the next transaction reads the head (reloadHead);
+// its entries then take the places this one sealed, and the INSERT fails
+// once it committed. The head is marked stale, so that the operations,
+// which wrote nothing, run again after it, read afresh: otherwise every
+// later transaction would seal the same places and fail the same way.
+func (s *pgStore) headBehind(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == pgUniqueViolation && pe.ConstraintName == "history_pkey" {
+		s.chain.markStale()
+		return true
+	}
+	return false
+}
+
+// pgUniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
+const pgUniqueViolation = "23505"
 
 // unconfirmed sets the fate of a batch whose COMMIT may or may not have
 // landed, or landed without becoming durable: claims fail with err (they

@@ -319,7 +319,7 @@ func (s *pgStore) runOnce(ctx context.Context, p *op) error {
 	}
 	if err != nil && !errors.Is(err, ErrStateChanged) {
 		tx.Rollback(context.Background())
-		if isStatementError(err) {
+		if isStatementError(err) && !s.headBehind(err) {
 			return err
 		}
 		return fmt.Errorf("%w: %w", errNotSent, err)

@@ -328,3 +328,41 @@ func TestPostgresFindsARowByItsKey(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryHeadBehindTheDatabase: when the chain's head in the database
+// is ahead of the writer's (a COMMIT whose answer was lost, still
+// committing when the next transaction read the head), the history
+// INSERT finds its places taken. The writer then reads the head afresh
+// and runs the operations again: the claim and the outcome land, chained
+// after the entry it had not known, instead of every later transaction
+// failing the same way.
+func TestHistoryHeadBehindTheDatabase(t *testing.T) {
+	ctx := context.Background()
+	l := openLedger(t, pgtest.URL(t))
+	first := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	seed(t, l, first, StateDone, codeOK)
+	head := l.ChainHead()
+	assert.Equal(t, head.Seq, int64(2))
+
+	// The entry a transaction the writer believes lost did commit: its
+	// row of history and its head.
+	rw := raw(t, l)
+	rw.Exec(`INSERT INTO history(`+historyColumns+`) SELECT chain, seq + 1, hash, 'h3', guid, at, state_after, rsp_after, state_after, rsp_after,
+attempts, command, host, pid, 'the entry the writer did not hear of', http_status, took_us FROM history WHERE chain = ? AND seq = ?`, head.Chain, head.Seq)
+	rw.Exec(`UPDATE history_chain SET head_seq = 3, head_hash = 'h3' WHERE chain = ?`, head.Chain)
+
+	next := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	c, err := l.Claim(ctx, next)
+	assert.NilError(t, err)
+	assert.Equal(t, c.Outcome, Owned)
+	assert.NilError(t, l.Finish(ctx, next.GUID, c.Attempts, Outcome{State: StateDone, RspCode: codeOK, Response: []byte("R"), Why: Why{Reason: "test"}}))
+	var entries []Entry
+	assert.NilError(t, l.ScanChain(ctx, head.Chain, func(e Entry) error {
+		entries = append(entries, e)
+		return nil
+	}))
+	assert.Equal(t, len(entries), 5)
+	assert.Equal(t, entries[3].PrevHash, "h3")
+	assert.Equal(t, entries[3].GUID, next.GUID)
+	assert.Equal(t, l.ChainHead().Seq, int64(5))
+}
