@@ -153,8 +153,25 @@ func TestParallelPostgres(t *testing.T) {
 		}
 	}
 	s := strconv.FormatUint(seed, 10)
+	before := ownServers(t)
 	out := runParallel(t, t.TempDir(), []string{"postgres-" + s + "-0000", "postgres-" + s + "-0001"},
 		"--schedules", "2", "--seed", s, "--store", "postgres", "--parallel", "2")
 	assert.Check(t, is.Contains(out, ", failover"))
 	assert.Check(t, is.Contains(out, ", database clock "))
+	assert.DeepEqual(t, ownServers(t), before) // every server the run started is stopped and removed
+}
+
+// ownServers lists the throwaway PostgreSQL servers this process owns
+// (pgtest writes the owner's pid beside each one's data).
+func ownServers(t *testing.T) []string {
+	t.Helper()
+	owners, err := filepath.Glob(filepath.Join(os.TempDir(), "lhrelay-pgtest-*", "owner.pid"))
+	assert.NilError(t, err)
+	var mine []string
+	for _, f := range owners {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
+			mine = append(mine, filepath.Dir(f))
+		}
+	}
+	return mine
 }

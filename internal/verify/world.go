@@ -81,7 +81,8 @@ func (cfg *Config) clockServer(d time.Duration) (*pgtest.Standalone, error) {
 	return s, nil
 }
 
-// Close stops the servers the run started itself (shifted clocks).
+// Close stops the servers of cfg: its PostgreSQL schedules' server and
+// those with a shifted clock, and removes their files.
 func (cfg *Config) Close() error {
 	cfg.clockMu.Lock()
 	defer cfg.clockMu.Unlock()
@@ -90,6 +91,10 @@ func (cfg *Config) Close() error {
 		errs = append(errs, s.Close())
 	}
 	cfg.clocks = nil
+	if cfg.PG != nil {
+		errs = append(errs, cfg.PG.Close())
+		cfg.PG = nil
+	}
 	return errors.Join(errs...)
 }
 
