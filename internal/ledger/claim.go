@@ -158,7 +158,7 @@ func (l *Ledger) Claim(ctx context.Context, r Request) (Claim, error) {
 	cr := claimRuns.Get().(*claimRun)
 	cr.r, cr.key = r, key
 	cr.args = [5]any{r.GUID, recurring.box(r.TxCode), r.Frame, token, key}
-	err := l.st.do(ctx, operation{guid: r.GUID, guidArg: cr.args[0], keyArg: cr.args[4], runner: cr})
+	err := l.st.do(ctx, operation{guid: r.GUID, guidArg: cr.args[0], keyArg: cr.args[4], run: cr})
 	c := cr.c
 	cr.recycle()
 	if err != nil {
@@ -344,7 +344,7 @@ func (l *Ledger) Finish(ctx context.Context, guid string, attempts int, o Outcom
 	f := finishRuns.Get().(*finishRun)
 	err := f.init(l, guid, attempts, o, o.Response)
 	if err == nil {
-		err = l.st.do(ctx, operation{guid: guid, guidArg: f.t.args[3], runner: f, rerunnable: true})
+		err = l.st.do(ctx, operation{guid: guid, guidArg: f.t.args[3], run: f, rerunnable: true})
 		f.counted(err)
 		l.countError(opFinish, err)
 	}
@@ -373,7 +373,7 @@ func (l *Ledger) FinishLater(ctx context.Context, guid string, attempts int, o O
 	err := f.init(l, guid, attempts, o, f.copyResponse(o.Response))
 	if err == nil {
 		f.then = then
-		err = l.st.enqueue(ctx, operation{guid: guid, guidArg: f.t.args[3], runner: f, rerunnable: true}, f)
+		err = l.st.enqueue(ctx, operation{guid: guid, guidArg: f.t.args[3], run: f, rerunnable: true}, f)
 	}
 	if err != nil {
 		f.recycle()
@@ -778,7 +778,7 @@ func (l *Ledger) ReclaimBelow(ctx context.Context, guid string, maxAttempts int)
 func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int, error) {
 	var a int64
 	token := l.newClaimToken()
-	err := l.st.do(ctx, operation{guid: guid, run: func(tx stmts) error {
+	err := l.st.do(ctx, operation{guid: guid, run: opFunc(func(tx stmts) error {
 		var (
 			n   int64
 			err error
@@ -792,7 +792,7 @@ func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int
 			return stateError(tx, guid, StateFailed, 0, fmt.Sprintf("attempts limit %d reached", maxAttempts))
 		}
 		return err
-	}})
+	})})
 	if err != nil {
 		l.countError(opReclaim, err)
 		return 0, fmt.Errorf("ledger: reclaim %s: %w", guid, err)
@@ -836,7 +836,7 @@ func (l *Ledger) PurgeDone(ctx context.Context, age time.Duration, dryRun bool, 
 	var total int64
 	for {
 		var n int64
-		err := l.st.do(ctx, operation{run: func(tx stmts) error {
+		err := l.st.do(ctx, operation{run: opFunc(func(tx stmts) error {
 			var err error
 			n, err = tx.change(chunk, []any{cut, purgeChunk}, func(s scanner) (pending, error) {
 				var guid string
@@ -849,7 +849,7 @@ func (l *Ledger) PurgeDone(ctx context.Context, age time.Duration, dryRun bool, 
 					attempts: int(attempts.Int64), why: Why{Reason: reason}, key: key.Int64}, err
 			})
 			return err
-		}})
+		})})
 		if err != nil {
 			l.countError(opPurge, err)
 			return total, fmt.Errorf("ledger: purge rows over %s: %w", at, err)
@@ -869,7 +869,7 @@ func (l *Ledger) claimSelectInsert(ctx context.Context, r Request) (Claim, bool)
 	if _, err := l.Get(ctx, r.GUID); !errors.Is(err, ErrNotFound) {
 		return Claim{}, false
 	}
-	err := l.st.do(ctx, operation{guid: r.GUID, run: func(tx stmts) error {
+	err := l.st.do(ctx, operation{guid: r.GUID, run: opFunc(func(tx stmts) error {
 		// Through changeOne, as every write of tx must be (exec refuses
 		// them): the planted claim writes its history entry too.
 		_, err := tx.changeOne(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at)
@@ -877,7 +877,7 @@ VALUES (?, ?, 'SENT', '', ?, NULL, 1, CURRENT_TIMESTAMP)
 ON CONFLICT(guid) DO UPDATE SET state = 'SENT', updated_at = CURRENT_TIMESTAMP`, []any{r.GUID, r.TxCode, r.Frame},
 			pending{guid: r.GUID, stateAfter: StateSent, attempts: 1, why: Why{Reason: reasonClaimed}})
 		return err
-	}})
+	})})
 	return Claim{Outcome: Owned, Attempts: 1}, err == nil
 }
 

@@ -234,11 +234,11 @@ func blockWriter(t *testing.T, l *Ledger) (release func()) {
 	unblock := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- l.st.do(context.Background(), operation{run: func(stmts) error {
+		done <- l.st.do(context.Background(), operation{run: opFunc(func(stmts) error {
 			close(started)
 			<-unblock
 			return nil
-		}})
+		})})
 	}()
 	<-started
 	var released bool
@@ -377,7 +377,7 @@ func testFailingOpDoesNotSpoilItsBatch(t *testing.T, l *Ledger) {
 	go func() { _, err := l.Claim(ctx, good1); results <- err }()
 	waitQueued(t, l, 1)
 	go func() {
-		results <- l.st.do(ctx, operation{run: func(tx stmts) error {
+		results <- l.st.do(ctx, operation{run: opFunc(func(tx stmts) error {
 			// A first write that succeeds, then one the CHECK refuses: the
 			// first one must be taken back too.
 			entry := func(s scanner) (pending, error) {
@@ -389,7 +389,7 @@ func testFailingOpDoesNotSpoilItsBatch(t *testing.T, l *Ledger) {
 			}
 			_, err := tx.change(`INSERT INTO tx(guid, state) VALUES (?, 'BOGUS') RETURNING guid`, []any{testkit.GUID()}, entry)
 			return err
-		}})
+		})})
 	}()
 	waitQueued(t, l, 2)
 	go func() { _, err := l.Claim(ctx, good2); results <- err }()

@@ -91,7 +91,7 @@ func (l *Ledger) importPage(ctx context.Context, page []Row, c *CopyCounts, reas
 		args = append(args, r.GUID, r.TxCode, string(r.State), r.RspCode, r.Request, r.Response, r.Attempts, at)
 	}
 	var inserted int64
-	err := l.st.do(ctx, operation{run: func(tx stmts) error {
+	err := l.st.do(ctx, operation{run: opFunc(func(tx stmts) error {
 		var err error
 		q := `INSERT INTO tx(` + sqlRowColumns + `) VALUES ` + strings.Join(marks, ", ") + ` ON CONFLICT (guid) DO NOTHING
 RETURNING guid, state, rsp_code, attempts`
@@ -104,7 +104,7 @@ RETURNING guid, state, rsp_code, attempts`
 				attempts: int(attempts.Int64), why: Why{Reason: reason}}, err
 		})
 		return err
-	}})
+	})})
 	if err != nil {
 		return fmt.Errorf("insert: %w", err)
 	}

@@ -546,10 +546,10 @@ func TestNoChangeOfTxWithoutHistory(t *testing.T) {
 			` update tx SET state = 'DONE'`,
 			"DELETE\nFROM tx WHERE guid = 'x'",
 		} {
-			err := l.st.do(context.Background(), operation{run: func(tx stmts) error {
+			err := l.st.do(context.Background(), operation{run: opFunc(func(tx stmts) error {
 				_, err := tx.exec(q)
 				return err
-			}})
+			})})
 			assert.ErrorContains(t, err, "must go through change", q)
 		}
 	})

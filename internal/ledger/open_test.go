@@ -48,12 +48,12 @@ func TestSchemaAppliedTwiceIsHarmless(t *testing.T) {
 	// The writer's connection settings (the read pool's too, for
 	// busy_timeout and query_only).
 	var sync, busy, ckpt int
-	assert.NilError(t, sqliteOf(l).do(ctx, operation{run: func(tx stmts) error {
+	assert.NilError(t, sqliteOf(l).do(ctx, operation{run: opFunc(func(tx stmts) error {
 		if err := tx.queryRow(`PRAGMA wal_autocheckpoint`).Scan(&ckpt); err != nil {
 			return err
 		}
 		return tx.queryRow(`SELECT synchronous, timeout FROM pragma_synchronous, pragma_busy_timeout`).Scan(&sync, &busy)
-	}}))
+	})}))
 	assert.Equal(t, sync, 2, "synchronous must be FULL")
 	assert.Equal(t, busy, 10000)
 	assert.Equal(t, ckpt, walCheckpointPages)

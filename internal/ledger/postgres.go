@@ -464,9 +464,9 @@ func (s *pgStore) ping(ctx context.Context) error {
 	if standby {
 		return errors.New("connected to a standby (read-only server): want the primary (target_session_attrs=read-write)")
 	}
-	err = s.do(ctx, operation{run: func(tx stmts) error {
+	err = s.do(ctx, operation{run: opFunc(func(tx stmts) error {
 		return tx.queryRow(`SELECT pg_is_in_recovery()`).Scan(&standby)
-	}})
+	})})
 	if err != nil {
 		return fmt.Errorf("write path: %w", err)
 	}

@@ -41,10 +41,7 @@ type op struct {
 // afresh (an op run again after a rollback records them again).
 func (o *op) runOn(s stmts) error {
 	o.entries = o.entry[:0]
-	if o.o.runner != nil {
-		return o.o.runner.run(s)
-	}
-	return o.o.run(s)
+	return o.o.run.run(s)
 }
 
 // complete tells the op's caller its result: err is final. An op queued

@@ -362,9 +362,9 @@ func (s *sqliteStore) ping(ctx context.Context) error {
 	if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM tx LIMIT 1)`).Scan(&n); err != nil {
 		return fmt.Errorf("read: %w", err)
 	}
-	err := s.do(ctx, operation{run: func(tx stmts) error {
+	err := s.do(ctx, operation{run: opFunc(func(tx stmts) error {
 		return tx.queryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM tx LIMIT 1)`).Scan(&n)
-	}})
+	})})
 	if err != nil {
 		return fmt.Errorf("write path: %w", err)
 	}

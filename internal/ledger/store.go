@@ -56,10 +56,10 @@ type operation struct {
 	// keyArg, when set, is the hist_key its claim inserts, boxed for its
 	// statement: its history entry uses the same box.
 	keyArg any
-	run    opFunc
-	// runner, when set, is run instead of run: the operations of every
-	// transfer (claimRun, finishRun) are pooled structs, not closures.
-	runner runner
+	// run is its statements: an opFunc, or for the operations of every
+	// transfer a pooled struct with a method (claimRun, finishRun), which
+	// costs no closure.
+	run runner
 	// rerunnable: run may run again after a failure whose outcome is
 	// unknown (the connection was lost once the statement had been sent),
 	// because it finds out itself whether its first run wrote
@@ -78,9 +78,12 @@ type opFunc func(s stmts) error
 // (enqueue), on the writer goroutine.
 type completer interface{ completed(err error) }
 
-// A runner is an operation as a value with a method: what opFunc is, for
-// the pooled operations of every transfer.
+// A runner is an operation of the state machine: an opFunc, or a pooled
+// struct (the operations of every transfer), whose method costs no
+// closure.
 type runner interface{ run(s stmts) error }
+
+func (f opFunc) run(s stmts) error { return f(s) }
 
 // stmts runs one write operation's statements, written with '?'
 // placeholders.

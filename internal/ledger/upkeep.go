@@ -31,7 +31,7 @@ func (l *Ledger) PurgeHistory(ctx context.Context, age time.Duration, reason str
 	for _, c := range chains {
 		for {
 			var n int64
-			err := l.st.do(ctx, operation{run: func(tx stmts) error {
+			err := l.st.do(ctx, operation{run: opFunc(func(tx stmts) error {
 				n = 0
 				var cut int64
 				if err := tx.queryRow(`SELECT cut_seq FROM history_chain WHERE chain = ?`, c.Chain).Scan(&cut); err != nil {
@@ -60,7 +60,7 @@ func (l *Ledger) PurgeHistory(ctx context.Context, age time.Duration, reason str
 				}
 				tx.note(pending{why: Why{Reason: fmt.Sprintf("%s: history of chain %s entries %d to %d removed (%d entries)", reason, c.Chain, cut+1, k.Int64, n)}})
 				return nil
-			}})
+			})})
 			if err != nil {
 				l.countError(opPurge, err)
 				return total, fmt.Errorf("ledger: purge history of chain %s: %w", c.Chain, err)
@@ -86,12 +86,12 @@ func (l *Ledger) copyHistory(ctx context.Context, from *Ledger) (int64, error) {
 	d := l.st.dialect()
 	var total int64
 	for _, c := range chains {
-		err := l.st.do(ctx, operation{run: func(tx stmts) error {
+		err := l.st.do(ctx, operation{run: opFunc(func(tx stmts) error {
 			_, err := tx.exec(`INSERT INTO history_chain(chain, command, host, pid, started_at, head_seq, head_hash, cut_seq, cut_hash)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (chain) DO NOTHING`,
 				c.Chain, c.Command, c.Host, c.PID, d.atArg(c.StartedAt), c.Seq, c.Hash, c.CutSeq, c.CutHash)
 			return err
-		}})
+		})})
 		if err != nil {
 			return total, fmt.Errorf("chain %s: %w", c.Chain, err)
 		}
@@ -118,7 +118,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (chain) DO NOTHING`,
 				break
 			}
 			var n int64
-			err = l.st.do(ctx, operation{run: func(tx stmts) error {
+			err = l.st.do(ctx, operation{run: opFunc(func(tx stmts) error {
 				n = 0
 				for _, q := range historyInserts(d, es, nil) {
 					k, err := tx.exec(q.q+` ON CONFLICT (chain, seq) DO NOTHING`, q.args...)
@@ -128,7 +128,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (chain) DO NOTHING`,
 					n += k
 				}
 				return nil
-			}})
+			})})
 			if err != nil {
 				return total, fmt.Errorf("chain %s: %w", c.Chain, err)
 			}
