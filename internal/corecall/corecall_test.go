@@ -401,16 +401,7 @@ func TestStaleKeepAlive(t *testing.T) {
 	core, srv := startSteerable(t)
 	core.answer = reply(200, okTransfer)
 	conns := make(chan *closeNotingConn, 4)
-	var d net.Dialer
-	c := newClient(t, corecall.Config{BaseURL: srv.URL, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		cc := &closeNotingConn{Conn: conn, closed: make(chan struct{})}
-		conns <- cc
-		return cc, nil
-	}})
+	c := newClient(t, corecall.Config{BaseURL: srv.URL, Dial: notingDial(conns)})
 	res := c.Call(context.Background(), bktr(t), guid, transfer("rent"))
 	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
 	first := <-conns
