@@ -48,7 +48,7 @@ func (s *pgStore) runBatch(batch []*op) []fate {
 	defer conn.Release()
 	c := conn.Conn()
 	s.syncWaitCancelled(c.PgConn()) // a warning left from before this batch is not its own
-	begun, at, err := runRounds(ctx, c, batch)
+	begun, at, err := runRounds(ctx, &s.batch, c, batch)
 	var head *ChainHead
 	if err == nil && begun {
 		head, err = s.commitWithHistory(ctx, c, batch, at)
@@ -159,7 +159,7 @@ func (s *pgStore) runEachAlone(batch []*op) []fate {
 // every decision is taken by a conditional statement on the row as it is
 // when the statement runs, and operations on one GUID keep their queue
 // order within each round.
-func runRounds(ctx context.Context, c *pgx.Conn, batch []*op) (begun bool, at time.Time, failed error) {
+func runRounds(ctx context.Context, pb *pgBatch, c *pgx.Conn, batch []*op) (begun bool, at time.Time, failed error) {
 	events := make(chan roundEvent, len(batch))
 	for i, p := range batch {
 		go func() {
@@ -184,7 +184,7 @@ func runRounds(ctx context.Context, c *pgx.Conn, batch []*op) (begun bool, at ti
 			break
 		}
 		if failed == nil {
-			failed = sendRound(ctx, c, reqs, !begun, &at)
+			failed = sendRound(ctx, pb, c, reqs, !begun, &at)
 			begun = true
 		} else {
 			for _, r := range reqs {
@@ -229,22 +229,18 @@ func (s *pgStore) commitWithHistory(ctx context.Context, c *pgx.Conn, batch []*o
 		}
 		es, h := s.chain.seal(ps, at)
 		head = &h
-		b := &pgx.Batch{}
-		for _, q := range s.chain.statements(postgresDialect, es, ps, h) {
-			b.Queue(dollarPlaceholders(q.q), q.args...)
+		pb := &s.batch
+		pb.reset(c)
+		qs := s.chain.statements(postgresDialect, es, ps, h)
+		for _, q := range qs {
+			pb.queue(ctx, dollarPlaceholders(q.q), q.args)
 		}
-		res := c.SendBatch(ctx, b)
-		var first error
-		for range b.Len() {
-			if _, err := res.Exec(); err != nil && first == nil {
-				first = err
-			}
+		pb.send(ctx)
+		for range qs {
+			pb.result(nil, nil)
 		}
-		if err := res.Close(); err != nil && first == nil {
-			first = err
-		}
-		if first != nil {
-			return nil, notSentUnlessRefused(first)
+		if err := pb.close(); err != nil {
+			return nil, notSentUnlessRefused(err)
 		}
 	}
 	_, err := c.Exec(ctx, "COMMIT")
@@ -261,56 +257,39 @@ func notSentUnlessRefused(err error) error {
 	return fmt.Errorf("%w: %w", errNotSent, err)
 }
 
-// sendRound sends one round's statements as one pgx.Batch (after a BEGIN
+// sendRound sends one round's statements as one batch (after a BEGIN
 // when begin) and sets each request's result.
-func sendRound(ctx context.Context, c *pgx.Conn, reqs []*roundReq, begin bool, at *time.Time) error {
+func sendRound(ctx context.Context, pb *pgBatch, c *pgx.Conn, reqs []*roundReq, begin bool, at *time.Time) error {
 	slices.SortFunc(reqs, func(a, b *roundReq) int {
 		return cmp.Or(cmp.Compare(a.guid, b.guid), cmp.Compare(a.seq, b.seq))
 	})
-	b := &pgx.Batch{}
+	pb.reset(c)
 	if begin {
-		b.Queue("BEGIN")
+		pb.queue(ctx, "BEGIN", nil)
 	}
 	for _, r := range reqs {
-		b.Queue(dollarPlaceholders(r.q), r.args...)
+		pb.queue(ctx, dollarPlaceholders(r.q), r.args)
 	}
 	// The time by the server's clock once this round's statements have
 	// run: the last round's is the history entries' time. It is taken
 	// after the transaction locked every row it changes, so of two
 	// transactions changing one row, the one that changed it first has the
 	// earlier time (now(), the transaction's start, would not say so).
-	b.Queue("SELECT clock_timestamp()")
-	res := c.SendBatch(ctx, b)
-	var failed error
+	pb.queue(ctx, "SELECT clock_timestamp()", nil)
+	pb.send(ctx)
 	if begin {
-		if _, err := res.Exec(); err != nil {
-			failed = err
-		}
+		pb.result(nil, nil)
 	}
 	for _, r := range reqs {
+		var rows, changed int64
+		rows, changed, r.err = pb.result(r.rows, r.dest)
+		r.n = changed
 		if r.rows != nil {
-			r.err = r.readRows(res)
-		} else if r.dest == nil {
-			var tag pgconn.CommandTag
-			tag, r.err = res.Exec()
-			r.n = tag.RowsAffected()
-		} else {
-			r.err = res.QueryRow().Scan(r.dest...)
-			if errors.Is(r.err, pgx.ErrNoRows) {
-				r.err = errNoRows
-			}
-		}
-		if r.err != nil && r.err != errNoRows && failed == nil {
-			failed = r.err
+			r.n = rows
 		}
 	}
-	if err := res.QueryRow().Scan(at); err != nil && failed == nil {
-		failed = err
-	}
-	if err := res.Close(); err != nil && failed == nil {
-		failed = err
-	}
-	return failed
+	pb.result(nil, []any{at})
+	return pb.close()
 }
 
 type roundEvent struct {
@@ -342,22 +321,6 @@ type roundStmts struct {
 	rerunFlag bool
 	events    chan<- roundEvent
 	o         *op // records the history entries
-}
-
-// readRows reads a change's result rows through r.rows, counting them.
-func (r *roundReq) readRows(res pgx.BatchResults) error {
-	rows, err := res.Query()
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := r.rows(rows); err != nil {
-			return err
-		}
-		r.n++
-	}
-	return rows.Err()
 }
 
 func (r *roundStmts) change(q string, args []any, entry func(scanner) (pending, error)) (int64, error) {
