@@ -548,11 +548,10 @@ AS e(` + historyColumns + `, key)`
 // pgHistoryInsert passes each column as one array literal, in text: a
 // []string in binary goes through pgx element by element, each boxed in
 // an interface (about twenty allocations a transfer). The literals are
-// built in one buffer and passed as *string, which pgx sends as text; the
-// server parses them (the statement's casts give their types). pgx still
-// reaches each *string by reflection, one allocation a column per INSERT
-// (a plain string costs the same), so a transaction's history costs 18
-// allocations however many entries it has.
+// built in one buffer and passed as *string, which go as text; the server
+// parses them (the statement's casts give their types). The writer's batch
+// sends them without reflection (pgBatch.queueText); pgx, on the slow
+// path, reaches each by reflection, one allocation a column.
 func pgHistoryInsert(es []Entry, ps []pending) histStmt {
 	var cols pgHistoryColumns
 	b := make([]byte, 0, len(es)*(2*sha256Hex+200))

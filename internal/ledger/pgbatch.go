@@ -30,14 +30,17 @@ type pgBatch struct {
 	b       pgconn.Batch
 	eqb     pgx.ExtendedQueryBuilder
 	formats []int16 // every queued statement's result formats, back to back
-	mrr     *pgconn.MultiResultReader
-	row     pgBatchRow
-	err     error // the first failure: every later result returns it
+	// queueText's room: the arguments' bytes, and each one's slice of them.
+	text       []byte
+	textValues [][]byte
+	mrr        *pgconn.MultiResultReader
+	row        pgBatchRow
+	err        error // the first failure: every later result returns it
 }
 
 // reset readies pb for a new batch on c, keeping its buffers.
 func (pb *pgBatch) reset(c *pgx.Conn) {
-	*pb = pgBatch{c: c, eqb: pb.eqb, formats: pb.formats[:0], row: pgBatchRow{m: c.TypeMap()}}
+	*pb = pgBatch{c: c, eqb: pb.eqb, formats: pb.formats[:0], text: pb.text, textValues: pb.textValues, row: pgBatchRow{m: c.TypeMap()}}
 }
 
 // queue adds statement q (with $n placeholders) and its arguments.
@@ -50,6 +53,9 @@ func (pb *pgBatch) queue(ctx context.Context, q string, args []any) {
 		pb.err = err
 		return
 	}
+	if pb.queueText(sd, args) {
+		return
+	}
 	if err := pb.eqb.Build(pb.c.TypeMap(), sd, args); err != nil {
 		pb.err = fmt.Errorf("ledger: encode the arguments of %q: %w", q, err)
 		return
@@ -60,6 +66,33 @@ func (pb *pgBatch) queue(ctx context.Context, q string, args []any) {
 	start := len(pb.formats)
 	pb.formats = append(pb.formats, pb.eqb.ResultFormats...)
 	pb.b.ExecStatement(sd, pb.eqb.ParamValues, pb.eqb.ParamFormats, pb.formats[start:len(pb.formats):len(pb.formats)])
+}
+
+// queueText queues a statement whose arguments are all *string (the
+// history's array literals, pgHistoryInsert) and says whether it did:
+// they go as text, which is what pgx makes of a string, copied into one
+// buffer of pb's rather than reached by reflection, one allocation each.
+func (pb *pgBatch) queueText(sd *pgconn.StatementDescription, args []any) bool {
+	if len(args) == 0 || len(args) != len(sd.ParamOIDs) || len(sd.Fields) != 0 {
+		return false
+	}
+	for _, a := range args {
+		if p, ok := a.(*string); !ok || p == nil {
+			return false
+		}
+	}
+	pb.text, pb.textValues = pb.text[:0], pb.textValues[:0]
+	for _, a := range args {
+		pb.text = append(pb.text, *a.(*string)...)
+	}
+	from := 0
+	for _, a := range args {
+		to := from + len(*a.(*string))
+		pb.textValues = append(pb.textValues, pb.text[from:to:to])
+		from = to
+	}
+	pb.b.ExecStatement(sd, pb.textValues, nil, nil) // no formats: all text
+	return true
 }
 
 // send sends every statement queued. Nothing is sent when queueing one

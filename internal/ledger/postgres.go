@@ -37,7 +37,7 @@ type pgStore struct {
 
 	queue      // the writer's
 	writerDone chan struct{}
-	chain      *chain // the writer's history chain
+	chain      *chain  // the writer's history chain
 	batch      pgBatch // the writer's, reused from one round trip to the next
 
 	lmu   sync.Mutex           // guards locks
