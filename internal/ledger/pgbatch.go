@@ -50,7 +50,7 @@ func (pb *pgBatch) queue(ctx context.Context, q string, args []any) {
 	}
 	sd, err := pb.c.Prepare(ctx, q, q)
 	if err != nil {
-		pb.err = err
+		pb.err = fmt.Errorf("ledger: prepare: %w", err)
 		return
 	}
 	if pb.queueText(sd, args) {
