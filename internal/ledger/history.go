@@ -554,7 +554,7 @@ AS e(` + historyColumns + `, key)`
 // path, reaches each by reflection, one allocation a column.
 func pgHistoryInsert(es []Entry, ps []pending) histStmt {
 	var cols pgHistoryColumns
-	b := make([]byte, 0, len(es)*(2*sha256Hex+200))
+	b := make([]byte, 0, pgHistorySize(es, ps))
 	var ends [len(cols)]int
 	for c := range cols {
 		b = append(b, '{')
@@ -578,12 +578,35 @@ func pgHistoryInsert(es []Entry, ps []pending) histStmt {
 	return histStmt{sqlPgHistoryInsert, args}
 }
 
+// pgHistorySize is the length of es's array literals (pgHistoryInsert),
+// the keys ps give included, so that they are built without growing the
+// buffer: only a text that needs escaping makes them longer.
+func pgHistorySize(es []Entry, ps []pending) int {
+	var nb [20]byte
+	digits := func(n int64) int { return len(strconv.AppendInt(nb[:0], n, 10)) }
+	n := len(pgHistoryColumns{}) // two braces a column, less the first entry's comma
+	for i := range es {
+		e := &es[i]
+		n += len(e.Chain) + len(e.PrevHash) + len(e.Hash) + len(e.GUID) + len(e.StateBefore) + len(e.RspBefore) +
+			len(e.StateAfter) + len(e.RspAfter) + len(e.Command) + len(e.Host) + len(e.Reason) + pgEntryRoom +
+			digits(e.Seq) + digits(int64(e.Attempts)) + digits(int64(e.PID)) + digits(int64(e.HTTPStatus)) + digits(e.Took.Microseconds())
+		if k := keyOf(ps, i); k != 0 {
+			n += digits(k)
+		} else {
+			n += len("NULL")
+		}
+	}
+	return n
+}
+
+// pgEntryRoom is an entry's room in the array literals beyond its texts
+// and numbers: a comma each column (but the first entry's), two quotes
+// each text (11), and the time, quoted.
+const pgEntryRoom = len(pgHistoryColumns{}) + 2*11 + len(`"`+atLayout+`+00"`)
+
 // pgHistoryColumns are the history's columns as array literals, in
 // historyColumns' order, then the entries' own keys.
 type pgHistoryColumns [18]string
-
-// sha256Hex is the length of a hash as stored.
-const sha256Hex = 64
 
 // appendHistoryColumn appends e's value of column c (pgHistoryColumns'
 // order) as an element of an array literal.
