@@ -321,6 +321,7 @@ type histScratch struct {
 	qs     []histStmt
 	args   []any
 	bx     boxes
+	pg     pgHistoryColumns // PostgreSQL's INSERT's columns
 }
 
 // take is room for n arguments, after those taken since reset.
@@ -345,7 +346,7 @@ func (sc *histScratch) reset() {
 // inserts is historyInserts in sc's room.
 func (sc *histScratch) inserts(d *dialect, es []Entry, ps []pending) []histStmt {
 	if d == postgresDialect {
-		sc.qs = append(sc.qs[:0], pgHistoryInsert(es, ps))
+		sc.qs = append(sc.qs[:0], sc.pg.insert(es, ps, sc.take(pgHistoryArgs)))
 		return sc.qs
 	}
 	qs := sc.qs[:0]
@@ -540,121 +541,65 @@ var sqlHistoryInserts = func() (qs [sqliteHistoryRowsLog + 1]string) {
 }()
 
 const sqlPgHistoryInsert = `INSERT INTO history(` + historyColumns + `, hist_key)
-SELECT ` + historyColumns + `, COALESCE(key, (SELECT hist_key FROM tx WHERE tx.guid = e.guid)) FROM unnest(
+SELECT ` + historyColumns + `, COALESCE(NULLIF(key, 0), (SELECT hist_key FROM tx WHERE tx.guid = e.guid)) FROM unnest(
 ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::timestamptz[], ?::text[], ?::text[], ?::text[], ?::text[],
 ?::int[], ?::text[], ?::text[], ?::int[], ?::text[], ?::int[], ?::bigint[], ?::bigint[])
 AS e(` + historyColumns + `, key)`
 
-// pgHistoryInsert passes each column as one array literal, in text: a
-// []string in binary goes through pgx element by element, each boxed in
-// an interface (about twenty allocations a transfer). The literals are
-// built in one buffer and passed as *string, which go as text; the server
-// parses them (the statement's casts give their types). The writer's batch
-// sends them without reflection (pgBatch.queueText); pgx, on the slow
-// path, reaches each by reflection, one allocation a column.
-func pgHistoryInsert(es []Entry, ps []pending) histStmt {
-	var cols pgHistoryColumns
-	b := make([]byte, 0, pgHistorySize(es, ps))
-	var ends [len(cols)]int
-	for c := range cols {
-		b = append(b, '{')
-		for i := range es {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendHistoryColumn(b, c, &es[i], keyOf(ps, i))
-		}
-		b = append(b, '}')
-		ends[c] = len(b)
+// pgHistoryColumns are a transaction's entries as PostgreSQL's history
+// INSERT takes them: one array a column, in historyColumns' order, then
+// each entry's key (0: its row's, which the INSERT reads). The writer's
+// batch sends them as binary arrays built in one buffer
+// (pgBatch.queueArrays): pgx would box every element in an interface, and
+// as text the server would parse every element (a timestamp's text costs
+// it about a microsecond). On the slow path pgx encodes the same slices.
+type pgHistoryColumns struct {
+	chain, prevHash, hash, guid                  []string
+	stateBefore, rspBefore, stateAfter, rspAfter []string
+	command, host, reason                        []string
+	seq, tookUS, key                             []int64
+	attempts, pid, httpStatus                    []int32
+	at                                           []time.Time
+}
+
+// insert is the INSERT of es (their keys from ps; nil: every entry's
+// row's), its arguments in args' room and c's: valid until c's next use.
+func (c *pgHistoryColumns) insert(es []Entry, ps []pending, args []any) histStmt {
+	texts := [...]*[]string{&c.chain, &c.prevHash, &c.hash, &c.guid, &c.stateBefore, &c.rspBefore, &c.stateAfter, &c.rspAfter, &c.command, &c.host, &c.reason}
+	for _, t := range texts {
+		clear(*t) // the last transaction's strings are not kept alive
+		*t = (*t)[:0]
 	}
-	all := string(b)
-	args := make([]any, len(cols))
-	from := 0
-	for c := range cols {
-		cols[c] = all[from:ends[c]]
-		args[c] = &cols[c]
-		from = ends[c]
+	c.seq, c.tookUS, c.key = c.seq[:0], c.tookUS[:0], c.key[:0]
+	c.attempts, c.pid, c.httpStatus, c.at = c.attempts[:0], c.pid[:0], c.httpStatus[:0], c.at[:0]
+	for i := range es {
+		e := &es[i]
+		c.chain = append(c.chain, e.Chain)
+		c.seq = append(c.seq, e.Seq)
+		c.prevHash = append(c.prevHash, e.PrevHash)
+		c.hash = append(c.hash, e.Hash)
+		c.guid = append(c.guid, e.GUID)
+		c.at = append(c.at, e.At)
+		c.stateBefore = append(c.stateBefore, string(e.StateBefore))
+		c.rspBefore = append(c.rspBefore, e.RspBefore)
+		c.stateAfter = append(c.stateAfter, string(e.StateAfter))
+		c.rspAfter = append(c.rspAfter, e.RspAfter)
+		c.attempts = append(c.attempts, int32(e.Attempts))
+		c.command = append(c.command, e.Command)
+		c.host = append(c.host, e.Host)
+		c.pid = append(c.pid, int32(e.PID))
+		c.reason = append(c.reason, e.Reason)
+		c.httpStatus = append(c.httpStatus, int32(e.HTTPStatus))
+		c.tookUS = append(c.tookUS, e.Took.Microseconds())
+		c.key = append(c.key, keyOf(ps, i))
 	}
+	args = append(args, &c.chain, &c.seq, &c.prevHash, &c.hash, &c.guid, &c.at, &c.stateBefore, &c.rspBefore, &c.stateAfter, &c.rspAfter,
+		&c.attempts, &c.command, &c.host, &c.pid, &c.reason, &c.httpStatus, &c.tookUS, &c.key)
 	return histStmt{sqlPgHistoryInsert, args}
 }
 
-// pgHistorySize is the length of es's array literals (pgHistoryInsert),
-// the keys ps give included, so that they are built without growing the
-// buffer: only a text that needs escaping makes them longer.
-func pgHistorySize(es []Entry, ps []pending) int {
-	var nb [20]byte
-	digits := func(n int64) int { return len(strconv.AppendInt(nb[:0], n, 10)) }
-	n := len(pgHistoryColumns{}) // two braces a column, less the first entry's comma
-	for i := range es {
-		e := &es[i]
-		n += len(e.Chain) + len(e.PrevHash) + len(e.Hash) + len(e.GUID) + len(e.StateBefore) + len(e.RspBefore) +
-			len(e.StateAfter) + len(e.RspAfter) + len(e.Command) + len(e.Host) + len(e.Reason) + pgEntryRoom +
-			digits(e.Seq) + digits(int64(e.Attempts)) + digits(int64(e.PID)) + digits(int64(e.HTTPStatus)) + digits(e.Took.Microseconds())
-		if k := keyOf(ps, i); k != 0 {
-			n += digits(k)
-		} else {
-			n += len("NULL")
-		}
-	}
-	return n
-}
-
-// pgEntryRoom is an entry's room in the array literals beyond its texts
-// and numbers: a comma each column (but the first entry's), two quotes
-// each text (11), and the time, quoted.
-const pgEntryRoom = len(pgHistoryColumns{}) + 2*11 + len(`"`+atLayout+`+00"`)
-
-// pgHistoryColumns are the history's columns as array literals, in
-// historyColumns' order, then the entries' own keys.
-type pgHistoryColumns [18]string
-
-// appendHistoryColumn appends e's value of column c (pgHistoryColumns'
-// order) as an element of an array literal.
-func appendHistoryColumn(b []byte, c int, e *Entry, key int64) []byte {
-	switch c {
-	case 0:
-		return appendArrayText(b, e.Chain)
-	case 1:
-		return strconv.AppendInt(b, e.Seq, 10)
-	case 2:
-		return appendArrayText(b, e.PrevHash)
-	case 3:
-		return appendArrayText(b, e.Hash)
-	case 4:
-		return appendArrayText(b, e.GUID)
-	case 5:
-		b = append(b, '"')
-		b = e.At.UTC().AppendFormat(b, atLayout)
-		return append(b, "+00\""...)
-	case 6:
-		return appendArrayText(b, string(e.StateBefore))
-	case 7:
-		return appendArrayText(b, e.RspBefore)
-	case 8:
-		return appendArrayText(b, string(e.StateAfter))
-	case 9:
-		return appendArrayText(b, e.RspAfter)
-	case 10:
-		return strconv.AppendInt(b, int64(e.Attempts), 10)
-	case 11:
-		return appendArrayText(b, e.Command)
-	case 12:
-		return appendArrayText(b, e.Host)
-	case 13:
-		return strconv.AppendInt(b, int64(e.PID), 10)
-	case 14:
-		return appendArrayText(b, e.Reason)
-	case 15:
-		return strconv.AppendInt(b, int64(e.HTTPStatus), 10)
-	case 16:
-		return strconv.AppendInt(b, e.Took.Microseconds(), 10)
-	default:
-		if key == 0 {
-			return append(b, "NULL"...)
-		}
-		return strconv.AppendInt(b, key, 10)
-	}
-}
+// pgHistoryArgs is how many arguments sqlPgHistoryInsert takes.
+const pgHistoryArgs = 18
 
 // keyOf is the key of entry i that ps give (0: its row's).
 func keyOf(ps []pending, i int) int64 {
@@ -662,20 +607,6 @@ func keyOf(ps []pending, i int) int64 {
 		return 0
 	}
 	return ps[i].key
-}
-
-// appendArrayText appends s as a quoted element of an array literal: a
-// quote and a backslash are escaped by a backslash, anything else is
-// itself.
-func appendArrayText(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, s[i])
-	}
-	return append(b, '"')
 }
 
 // statements are what a store's writer runs to append a transaction's

@@ -674,30 +674,3 @@ func TestSQLiteHistoryInsertsInPowersOfTwo(t *testing.T) {
 		assert.Equal(t, len(qs), n/32+bits.OnesCount(uint(n%32)), "n=%d", n)
 	}
 }
-
-// TestPgHistoryInsertFitsItsRoom: PostgreSQL's array literals of a
-// transaction's entries are as long as pgHistorySize says, whatever their
-// numbers and keys, so the buffer they are built in is never grown (an
-// allocation of twice its size) nor larger than they need; a text that
-// needs escaping makes them longer.
-func TestPgHistoryInsertFitsItsRoom(t *testing.T) {
-	c := newChain(Actor{Command: "relay", Host: "relay-host-01.bank.example", PID: 1 << 30, Instance: "relay-3f9c0d1e2a4b5c6d"})
-	c.head.Seq = 1<<63 - 1000
-	for _, n := range []int{1, 2, 3, 64, 256} {
-		ps := make([]pending, n)
-		for i := range ps {
-			ps[i] = pending{guid: testkit.GUID(), stateBefore: StateSent, stateAfter: StateDone, rspAfter: codeOK, attempts: i,
-				why: Why{Reason: "core answered HTTP 200", HTTPStatus: 200 + i, Took: time.Duration(i) * time.Hour}, key: int64(i) << (i % 64)}
-			if i%3 == 1 {
-				ps[i].why.Reason = `core said "no"`
-			}
-		}
-		es, _ := c.seal(ps, time.Now())
-		size := 0
-		for _, a := range pgHistoryInsert(es, ps).args {
-			size += len(*a.(*string))
-		}
-		escapes := 2 * ((n + 1) / 3) // two quotes in every third reason
-		assert.Check(t, is.Equal(size, pgHistorySize(es, ps)+escapes), "%d entries", n)
-	}
-}

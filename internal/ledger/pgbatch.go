@@ -2,8 +2,10 @@ package ledger
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,17 +32,20 @@ type pgBatch struct {
 	b       pgconn.Batch
 	eqb     pgx.ExtendedQueryBuilder
 	formats []int16 // every queued statement's result formats, back to back
-	// queueText's room: the arguments' bytes, and each one's slice of them.
-	text       []byte
-	textValues [][]byte
-	mrr        *pgconn.MultiResultReader
-	row        pgBatchRow
-	err        error // the first failure: every later result returns it
+	// queueArrays' room: the arrays' bytes, where each ends, each one's
+	// slice of them, and their formats.
+	arrays []byte
+	ends   []int
+	values [][]byte
+	binary []int16
+	mrr    *pgconn.MultiResultReader
+	row    pgBatchRow
+	err    error // the first failure: every later result returns it
 }
 
 // reset readies pb for a new batch on c, keeping its buffers.
 func (pb *pgBatch) reset(c *pgx.Conn) {
-	*pb = pgBatch{c: c, eqb: pb.eqb, formats: pb.formats[:0], text: pb.text, textValues: pb.textValues, row: pgBatchRow{m: c.TypeMap()}}
+	*pb = pgBatch{c: c, eqb: pb.eqb, formats: pb.formats[:0], arrays: pb.arrays, ends: pb.ends, values: pb.values, binary: pb.binary, row: pgBatchRow{m: c.TypeMap()}}
 }
 
 // queue adds statement q (with $n placeholders) and its arguments.
@@ -53,7 +58,7 @@ func (pb *pgBatch) queue(ctx context.Context, q string, args []any) {
 		pb.err = fmt.Errorf("ledger: prepare: %w", err)
 		return
 	}
-	if pb.queueText(sd, args) {
+	if pb.queueArrays(sd, args) {
 		return
 	}
 	if err := pb.eqb.Build(pb.c.TypeMap(), sd, args); err != nil {
@@ -68,32 +73,89 @@ func (pb *pgBatch) queue(ctx context.Context, q string, args []any) {
 	pb.b.ExecStatement(sd, pb.eqb.ParamValues, pb.eqb.ParamFormats, pb.formats[start:len(pb.formats):len(pb.formats)])
 }
 
-// queueText queues a statement whose arguments are all *string (the
-// history's array literals, pgHistoryInsert) and says whether it did:
-// they go as text, which is what pgx makes of a string, copied into one
-// buffer of pb's rather than reached by reflection, one allocation each.
-func (pb *pgBatch) queueText(sd *pgconn.StatementDescription, args []any) bool {
+// queueArrays queues a statement whose arguments are all columns (a
+// pointer to a slice of string, int64, int32 or time.Time, as
+// pgHistoryColumns holds them) for array parameters of those types, and
+// says whether it did: each goes as a binary array, built in one buffer
+// of pb's.
+func (pb *pgBatch) queueArrays(sd *pgconn.StatementDescription, args []any) bool {
 	if len(args) == 0 || len(args) != len(sd.ParamOIDs) || len(sd.Fields) != 0 {
 		return false
 	}
-	for _, a := range args {
-		if p, ok := a.(*string); !ok || p == nil {
+	for i, a := range args {
+		if arrayOID(a) != sd.ParamOIDs[i] {
 			return false
 		}
 	}
-	pb.text, pb.textValues = pb.text[:0], pb.textValues[:0]
+	pb.arrays, pb.ends, pb.values, pb.binary = pb.arrays[:0], pb.ends[:0], pb.values[:0], pb.binary[:0]
 	for _, a := range args {
-		pb.text = append(pb.text, *a.(*string)...)
+		pb.arrays = appendBinaryArray(pb.arrays, a)
+		pb.ends = append(pb.ends, len(pb.arrays))
+		pb.binary = append(pb.binary, pgtype.BinaryFormatCode)
 	}
 	from := 0
-	for _, a := range args {
-		to := from + len(*a.(*string))
-		pb.textValues = append(pb.textValues, pb.text[from:to:to])
+	for _, to := range pb.ends {
+		pb.values = append(pb.values, pb.arrays[from:to:to])
 		from = to
 	}
-	pb.b.ExecStatement(sd, pb.textValues, nil, nil) // no formats: all text
+	pb.b.ExecStatement(sd, pb.values, pb.binary, nil)
 	return true
 }
+
+// arrayOID is the type of the array a column argument is sent as; 0: it
+// is not one.
+func arrayOID(a any) uint32 {
+	switch a.(type) {
+	case *[]string:
+		return pgtype.TextArrayOID
+	case *[]int64:
+		return pgtype.Int8ArrayOID
+	case *[]int32:
+		return pgtype.Int4ArrayOID
+	case *[]time.Time:
+		return pgtype.TimestamptzArrayOID
+	}
+	return 0
+}
+
+// appendBinaryArray appends column a (arrayOID says it is one) in
+// PostgreSQL's binary array format, as pgx writes it: one dimension, no
+// NULLs, the element type, the length and lower bound 1, then each
+// element as its length and its bytes (a timestamp: microseconds since
+// 2000-01-01 UTC).
+func appendBinaryArray(b []byte, a any) []byte {
+	u32, u64 := binary.BigEndian.AppendUint32, binary.BigEndian.AppendUint64
+	header := func(elem uint32, n int) []byte {
+		return u32(u32(u32(u32(u32(b, 1), 0), elem), uint32(n)), 1)
+	}
+	switch v := a.(type) {
+	case *[]string:
+		b = header(pgtype.TextOID, len(*v))
+		for _, s := range *v {
+			b = append(u32(b, uint32(len(s))), s...)
+		}
+	case *[]int64:
+		b = header(pgtype.Int8OID, len(*v))
+		for _, n := range *v {
+			b = u64(u32(b, 8), uint64(n))
+		}
+	case *[]int32:
+		b = header(pgtype.Int4OID, len(*v))
+		for _, n := range *v {
+			b = u32(u32(b, 4), uint32(n))
+		}
+	case *[]time.Time:
+		b = header(pgtype.TimestamptzOID, len(*v))
+		for _, t := range *v {
+			b = u64(u32(b, 8), uint64(t.UnixMicro()-pgEpochMicros))
+		}
+	}
+	return b
+}
+
+// pgEpochMicros is PostgreSQL's epoch for timestamps, 2000-01-01 UTC, in
+// Unix microseconds.
+const pgEpochMicros = 946684800 * 1_000_000
 
 // send sends every statement queued. Nothing is sent when queueing one
 // failed: every result then returns that failure.
