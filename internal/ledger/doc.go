@@ -144,8 +144,8 @@
 // the statements travel: a round trip to a server is far dearer than a
 // call into SQLite, so the writer runs every operation of the batch on a
 // goroutine of its own, and once all of them wait for a statement's
-// result, sends those statements together in one pgx.Batch (one round
-// trip), ordered by GUID and then by queue order. A batch of claims and
+// result, sends those statements together in one round trip (pgBatch:
+// pgconn's batch, one Sync), ordered by GUID and then by queue order. A batch of claims and
 // outcomes is thus BEGIN, one round (two when a claim finds a row), COMMIT.
 // The operations are the same ones the SQLite writer runs one after
 // another; side by side they stay correct for the reason concurrent
@@ -276,7 +276,7 @@
 // lock, and then changed). History rows
 // are inserted by statements whose text does not depend on the batch's
 // size (one cached single-row INSERT per entry on SQLite, one unnest of
-// arrays on PostgreSQL), so they are prepared once.
+// arrays on PostgreSQL, sent in binary), so they are prepared once.
 //
 // Who: a Ledger writes as one Actor (WithActor; NewActor gives the
 // command, host, process id and a random instance id: the relay's chosen
