@@ -275,7 +275,7 @@
 // RETURNING runs (on SQLite: the row is read first, under the writer's
 // lock, and then changed). History rows
 // are inserted by statements whose text does not depend on the batch's
-// size (one cached single-row INSERT per entry on SQLite, one unnest of
+// size (cached INSERTs of 32, 16, … 1 rows on SQLite, one unnest of
 // arrays on PostgreSQL, sent in binary), so they are prepared once.
 //
 // Who: a Ledger writes as one Actor (WithActor; NewActor gives the
