@@ -4,12 +4,17 @@
 //	reprocess --db PATH --core URL --max-attempts N [--dry-run]
 //
 // Only rows in FAILED with E902 and fewer than N attempts are selected. Each
-// is re-claimed (SENT, attempts+1) with a conditional update, sent with its
-// stored request and GUID, and its outcome recorded exactly as the relay
-// records it. UNKNOWN rows are never sent: their transfer may have been
-// posted; resolve settles them. When the core cannot be reached for a row,
-// the run stops there: that row has spent one attempt, the rest are
-// untouched (not_tried). Rows that have used up their attempts are counted
+// is first looked up at the core by its transaction's own lookup, as
+// resolve does: a row the core posted (a lookup that came too early made it
+// FAILED while its call was under way) becomes DONE/0000 from the lookup
+// and is not sent (posted_already); one it never posted is re-claimed
+// (SENT, attempts+1) with a conditional update, sent with its stored
+// request and GUID, and its outcome recorded exactly as the relay records
+// it. A read (no lookup declared) is sent without one. UNKNOWN rows are
+// never sent: their transfer may have been posted; resolve settles them.
+// When the core cannot be reached for a row, the run stops there: that row
+// is unchanged (or, if only its resend failed, has spent one attempt), the
+// rest are untouched (not_tried). Rows that have used up their attempts are counted
 // (exhausted) on every run: someone must decide about them. Exit status 0
 // when every row was handled, 1 when the core could not be reached, 2 for
 // bad arguments or an unusable database.

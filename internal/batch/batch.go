@@ -1,7 +1,9 @@
 // Package batch holds the logic of the operators' batch commands (SPEC §7):
 // resolve settles UNKNOWN (and orphaned SENT) rows by asking the core,
-// reprocess resends FAILED rows that were definitely never sent, and purge
-// deletes settled rows past the idempotency window. It holds the rules
+// reprocess resends FAILED rows that were definitely never sent (asking the
+// core first, since a lookup that came too early can leave a posted
+// transfer FAILED), and purge deletes settled rows past the idempotency
+// window. It holds the rules
 // only: the commands' flags, exit statuses and metrics file are
 // internal/app/batchcmd's, so that the relay, which runs Resolve inside
 // itself (internal/settle), carries no command-line machinery.
@@ -9,7 +11,8 @@
 // A lookup's 404 makes a row resendable, so it must come from the lookup
 // itself, not from a core reached at the wrong path: resolve trusts a
 // transaction's 404s only once LookupGuard has seen its lookup route
-// served, and otherwise leaves the rows and exits 1 naming the core's URL.
+// served, and otherwise leaves the rows and exits 1 naming the core's URL;
+// reprocess's lookup before each resend goes through the same guard.
 //
 // Every command selects rows, then handles each with a conditional ledger
 // transition: a row that the relay (or another batch run) changed in the

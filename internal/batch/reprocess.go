@@ -25,22 +25,44 @@ type ReprocessConfig struct {
 	Out         io.Writer             // the dry run's listing
 	Progress    func(done, total int) // called after each row; nil: not reported
 	Log         *slog.Logger
+	// Guard decides whether the lookup made before each resend, answering
+	// 404, shows the row never posted (see LookupGuard); nil: a fresh one
+	// for this run.
+	Guard *LookupGuard
 }
 
 // Reprocess resends the requests that definitely never reached the core:
-// rows in FAILED with E902 and fewer than MaxAttempts attempts. Each is
-// re-claimed (SENT, attempts+1) with a conditional update that also checks
-// the attempt limit, then sent with its stored request and GUID through the
-// same core client and recording as the relay. UNKNOWN rows are never
-// selected: their transfer may have been posted.
+// rows in FAILED with E902 and fewer than MaxAttempts attempts. UNKNOWN
+// rows are never selected: their transfer may have been posted.
+//
+// FAILED/E902 is not always "never sent": a lookup that came too early (a
+// settling age shorter than the core's slowest posting) settles a row
+// whose call is still under way, and the relay's recording of the core's
+// late answer over it is lost if the relay dies first. So each row is
+// first looked up at the core, by the same rule and 404 guard as resolve
+// (a transaction declared "lookup none", a read, is sent without it:
+// sending a read again is harmless):
+//
+//   - 200 about this GUID: the core posted it. The row becomes DONE/0000
+//     with the response built from the lookup, as resolve settles an
+//     UNKNOWN row, by a transition conditional on FAILED and the attempts
+//     it was selected with; it is not sent (counted "posted_already").
+//   - 404 the guard trusts: it is re-claimed (SENT, attempts+1) with a
+//     conditional update that also checks the attempt limit, then sent
+//     with its stored request and GUID through the same core client and
+//     recording as the relay.
+//   - Anything else (no answer, another status, an answer about another
+//     GUID, an untrusted 404): the core cannot tell, so the row is left
+//     as it is and the run stops there, as below.
 //
 // A row the relay re-claimed first is counted "skipped". When the core
-// cannot be reached for a row (its resend is E902 again), the run stops
-// there: that row has spent one attempt and stays FAILED/E902, every row
-// not yet tried is untouched (counted "not_tried"), and the error, which
-// matches ErrCoreUnreachable, says so. Sending the rest into the same
-// outage would only spend their attempts until they drop out of the
-// selection, abandoned without anyone deciding about them.
+// cannot be reached for a row (its lookup gets no usable answer, or its
+// resend is E902 again), the run stops there: that row is unchanged (or,
+// if only its resend failed, has spent one attempt and stays FAILED/E902),
+// every row not yet tried is untouched (counted "not_tried"), and the
+// error, which matches ErrCoreUnreachable, says so. Sending the rest into
+// the same outage would only spend their attempts until they drop out of
+// the selection, abandoned without anyone deciding about them.
 //
 // Every run also counts the FAILED/E902 rows that have used up their
 // attempts ("exhausted"): they are never selected again, so a person must
@@ -61,6 +83,9 @@ func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	if plant.On(plant.ReprocessUnknown) {
 		resendable.States = append(resendable.States, ledger.StateUnknown)
 		resendable.RspCode = ""
+	}
+	if cfg.Guard == nil {
+		cfg.Guard = &LookupGuard{}
 	}
 	err := reprocess(ctx, l, core, cfg, resendable, s, log)
 	// Counted after the run: a row whose resend failed again may just have
@@ -83,7 +108,15 @@ const (
 	outcomeNotTried = "not_tried"
 	// outcomeExhausted: FAILED/E902 rows with no attempts left.
 	outcomeExhausted = "exhausted"
+	// OutcomePostedAlready: rows the core's lookup showed posted, settled
+	// DONE/0000 from the lookup and not sent again. Shown in the summary
+	// when it happened.
+	OutcomePostedAlready = "posted_already"
 )
+
+// reasonPostedAlready is the history's reason for a row reprocess found
+// posted.
+const reasonPostedAlready = "reprocess: lookup 200, posted already: not sent again"
 
 // errStopped ends a scan at a row the core could not be reached for.
 var errStopped = errors.New("stopped")
@@ -106,7 +139,10 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 		return fmt.Errorf("reprocess: %w", err)
 	}
 	done := 0
-	var unreachable ledger.Row
+	var (
+		unreachable ledger.Row
+		lookupErr   error // the stopping row's lookup's, if that stopped the run
+	)
 	err = scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
 		s.Add("selected")
 		outcome, err := resendRow(ctx, l, core, row, cfg)
@@ -115,8 +151,16 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 		if cfg.Progress != nil {
 			cfg.Progress(done, total)
 		}
-		if err != nil {
+		switch {
+		case outcome == "unreachable" || outcome == OutcomeUnverified:
+			log.Warn("lookup before the resend settled nothing; row unchanged, run stopped", "guid", row.GUID, "err", err)
+			unreachable, lookupErr = row, err
+			return errStopped
+		case err != nil:
 			return fmt.Errorf("%s: %w", row.GUID, err)
+		case outcome == OutcomePostedAlready:
+			log.Info("row posted already: settled from the lookup, not sent again", "guid", row.GUID)
+			return nil
 		}
 		log.Info("row resent", "guid", row.GUID, "outcome", outcome)
 		if outcome == string(generated.SourceConnectFail.Code()) {
@@ -128,6 +172,10 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	if errors.Is(err, errStopped) {
 		notTried := max(total-s.Count("selected"), 0)
 		s.AddN(outcomeNotTried, notTried)
+		if lookupErr != nil {
+			return fmt.Errorf("%w: stopped at %s, whose lookup could not tell whether the core posted it, so it was not sent and is unchanged (%w); %d other selected rows were not tried and are unchanged",
+				ErrCoreUnreachable, unreachable.GUID, lookupErr, notTried)
+		}
 		return fmt.Errorf("%w: stopped at %s, whose resend could not reach it (it spent attempt %d of at most %d and stays FAILED %s); %d other selected rows were not tried and are unchanged",
 			ErrCoreUnreachable, unreachable.GUID, unreachable.Attempts+1, cfg.MaxAttempts, generated.SourceConnectFail.Code(), notTried)
 	}
@@ -153,8 +201,10 @@ func exhausted(ctx context.Context, l *ledger.Ledger, resendable ledger.Filter) 
 	return n - below, nil
 }
 
-// resendRow re-claims and sends one row; the outcome is the response code
-// recorded, or "skipped".
+// resendRow looks one row up at the core and, unless the core posted it
+// or cannot tell, re-claims and sends it. The outcome is the response code
+// recorded, OutcomePostedAlready, "skipped", or, with the lookup's error,
+// "unreachable" or OutcomeUnverified (the row unchanged).
 func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row ledger.Row, cfg ReprocessConfig) (string, error) {
 	r, err := wire.ParseRequest(row.Request)
 	if err != nil {
@@ -169,6 +219,26 @@ func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row
 		if err := l.Transition(ctx, row.GUID, ledger.StateUnknown, ledger.Outcome{State: ledger.StateFailed, RspCode: string(generated.SourceConnectFail.Code()),
 			Why: ledger.Why{Reason: "planted: an UNKNOWN row taken for resending"}}); err != nil {
 			return "", fmt.Errorf("planted reprocess-unknown: %w", err)
+		}
+	} else if r.Tx.Settle == generated.SettleByLookup {
+		st := newResolveState(l, core, cfg.Guard, cfg.Now)
+		rec, fail, err := st.lookUp(ctx, row.GUID, &r)
+		if fail != "" || err != nil {
+			return fail, err
+		}
+		if rec.State == ledger.StateDone {
+			// Posted, by the call that a too-early lookup settled
+			// FAILED while it was under way: sending it again would
+			// post it twice.
+			rec.Why.Reason = reasonPostedAlready
+			err := l.TransitionOfAttempts(ctx, row.GUID, ledger.StateFailed, row.Attempts, rec)
+			switch {
+			case errors.Is(err, ledger.ErrStateChanged):
+				return "skipped", nil
+			case err != nil:
+				return "", err
+			}
+			return OutcomePostedAlready, nil
 		}
 	}
 	attempts, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts)

@@ -79,10 +79,7 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	if err != nil {
 		return s, fmt.Errorf("resolve: %w", err)
 	}
-	st := &resolveState{l: l, core: core, guard: cfg.Guard, refused: map[string]error{}, now: cfg.Now}
-	if st.guard == nil {
-		st.guard = &LookupGuard{}
-	}
+	st := newResolveState(l, core, cfg.Guard, cfg.Now)
 	done := 0
 	seen := map[string]struct{}{}
 	only := map[string]bool{}
@@ -132,7 +129,7 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 // summary; an error with "unreachable" is the core's, with unknown_tx or
 // undecodable the stored request's, any other error the ledger's.
 func (st *resolveState) resolveRow(ctx context.Context, row ledger.Row) (string, error) {
-	l, core, now := st.l, st.core, st.now
+	l, now := st.l, st.now
 	r, err := wire.ParseRequest(row.Request)
 	if err != nil {
 		return refusedOutcome(err), fmt.Errorf("stored request: %w", err)
@@ -142,21 +139,9 @@ func (st *resolveState) resolveRow(ctx context.Context, row ledger.Row) (string,
 	case generated.SettleAsNotPosted:
 		rec = outcome.NotPosted(&r.Header, now)
 	default:
-		found, err := core.Lookup(ctx, r.Tx, row.GUID, r.Body)
-		if err != nil {
-			return "unreachable", err
-		}
-		if found.Posted {
-			st.guard.trust(r.Tx.Code)
-		} else if err := st.checkNotFound(ctx, r.Tx, r.Body); err != nil {
-			if isUnverified(err) {
-				return OutcomeUnverified, err
-			}
-			return "", err
-		}
-		var ok bool
-		if rec, ok = outcome.OfLookup(&r.Header, found, now); !ok {
-			return "unreachable", fmt.Errorf("the %s lookup's answer does not fit a response frame", r.Tx.Code)
+		var fail string
+		if rec, fail, err = st.lookUp(ctx, row.GUID, &r); fail != "" || err != nil {
+			return fail, err
 		}
 	}
 	if row.State == ledger.StateSent {
@@ -174,7 +159,35 @@ func (st *resolveState) resolveRow(ctx context.Context, row ledger.Row) (string,
 	return "failed", nil
 }
 
-// resolveState is what one Resolve run keeps between rows.
+// lookUp asks the core, with the lookup r's transaction declares, whether
+// it posted r (sent with GUID guid), and returns the outcome that settles
+// the row on the core's word: DONE/0000 with the response frame built from
+// a 200 about this GUID, or FAILED/E902 from a 404 the guard trusts. When
+// the answer settles nothing, fail names why ("unreachable": no usable
+// answer; OutcomeUnverified: a 404 the guard does not trust) and err says
+// how; an err with fail "" is the ledger's.
+func (st *resolveState) lookUp(ctx context.Context, guid string, r *wire.Request) (rec ledger.Outcome, fail string, err error) {
+	found, err := st.core.Lookup(ctx, r.Tx, guid, r.Body)
+	if err != nil {
+		return rec, "unreachable", err
+	}
+	if found.Posted {
+		st.guard.trust(r.Tx.Code)
+	} else if err := st.checkNotFound(ctx, r.Tx, r.Body); err != nil {
+		if isUnverified(err) {
+			return rec, OutcomeUnverified, err
+		}
+		return rec, "", err
+	}
+	rec, ok := outcome.OfLookup(&r.Header, found, st.now)
+	if !ok {
+		return rec, "unreachable", fmt.Errorf("the %s lookup's answer does not fit a response frame", r.Tx.Code)
+	}
+	return rec, "", nil
+}
+
+// resolveState is what one Resolve run keeps between rows; a reprocess
+// run keeps one too, for the lookup it makes before each resend.
 type resolveState struct {
 	l     *ledger.Ledger
 	core  *corecall.Client
@@ -184,6 +197,15 @@ type resolveState struct {
 	// per run; firstRefusal the first, for the run's error.
 	refused      map[string]error
 	firstRefusal error
+}
+
+// newResolveState is the state of one run; a nil guard is a fresh one,
+// for this run alone.
+func newResolveState(l *ledger.Ledger, core *corecall.Client, guard *LookupGuard, now time.Time) *resolveState {
+	if guard == nil {
+		guard = &LookupGuard{}
+	}
+	return &resolveState{l: l, core: core, guard: guard, refused: map[string]error{}, now: now}
 }
 
 // checkNotFound returns nil when a 404 of tx may settle a row, else why not.

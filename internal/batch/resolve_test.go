@@ -31,6 +31,10 @@ type core struct {
 	srv         *httptest.Server
 	posts       atomic.Int64
 	failLookups atomic.Bool
+	// requests counts every request that reached the server; before,
+	// when set, runs as each one arrives, before the core serves it.
+	requests atomic.Int64
+	before   atomic.Pointer[func(http.ResponseWriter, *http.Request)]
 }
 
 func newCore(t *testing.T) *core {
@@ -41,6 +45,10 @@ func newCore(t *testing.T) *core {
 		}
 	}})
 	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.requests.Add(1)
+		if f := c.before.Load(); f != nil {
+			(*f)(w, r)
+		}
 		if r.Method == http.MethodGet && c.failLookups.Load() {
 			http.Error(w, "maintenance", http.StatusServiceUnavailable)
 			return
@@ -235,10 +243,12 @@ func testReprocessSelection(t *testing.T, tl *testLedger) {
 	assert.Equal(t, c.sim.PostCount(unknown), 0, "UNKNOWN is never resent")
 }
 
-// TestReprocessStopsAtAnUnreachableCore: with the core unreachable, the
-// run spends one attempt in all (the first row's), leaves every other row
-// untouched, exits with ErrCoreUnreachable and says exactly that. Rows that
-// have run out of attempts are counted so that someone decides about them.
+// TestReprocessStopsAtAnUnreachableCore: with the core unreachable for the
+// resend (it answered the row's lookup, then went down), the run spends
+// one attempt in all (the first row's), leaves every other row untouched,
+// exits with ErrCoreUnreachable and says exactly that. Rows that have run
+// out of attempts are counted so that someone decides about them. (A core
+// unreachable for the lookup itself: TestReprocessLookupUnreachable.)
 func TestReprocessStopsAtAnUnreachableCore(t *testing.T) {
 	eachStore(t, testReprocessStopsAtAnUnreachableCore)
 }
@@ -252,7 +262,7 @@ func testReprocessStopsAtAnUnreachableCore(t *testing.T, tl *testLedger) {
 	spent := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
 	tl.setAttempts(spent, 5)
 
-	s, err := Reprocess(context.Background(), tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+	s, err := Reprocess(context.Background(), tl.l, downAfterLookup(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
 	assert.ErrorIs(t, err, ErrCoreUnreachable)
 	assert.Equal(t, s.String(), "reprocess: selected=1 skipped=0 not_tried=299 exhausted=1 E902=1")
 	first := guids[0] // the oldest is selected first
@@ -270,7 +280,7 @@ func testReprocessStopsAtAnUnreachableCore(t *testing.T, tl *testLedger) {
 	// Runs through a long outage never drain the selection: each spends
 	// one attempt, on the oldest row, which is then the newest.
 	for range 3 {
-		_, err = Reprocess(context.Background(), tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+		_, err = Reprocess(context.Background(), tl.l, downAfterLookup(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
 		assert.ErrorIs(t, err, ErrCoreUnreachable)
 	}
 	n, err := tl.l.Count(context.Background(), ledger.Filter{States: []ledger.State{ledger.StateFailed}, MaxAttempts: 5})
@@ -287,7 +297,7 @@ func TestReprocessCountsExhaustedRows(t *testing.T) {
 func testReprocessCountsExhaustedRows(t *testing.T, tl *testLedger) {
 	g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
 	tl.setAttempts(g, 4)
-	s, err := Reprocess(context.Background(), tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+	s, err := Reprocess(context.Background(), tl.l, downAfterLookup(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
 	assert.ErrorIs(t, err, ErrCoreUnreachable)
 	assert.Equal(t, s.Count("exhausted"), 1)
 	assert.Equal(t, tl.row(g).Attempts, 5)

@@ -1,0 +1,244 @@
+package batch
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"lhrelay/internal/corecall"
+	"lhrelay/internal/generated"
+	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
+	"lhrelay/internal/wire"
+)
+
+// downAfterLookup is a client of a fresh core that answers reprocess's
+// lookup of the first row and the guard's checks of its 404, and then
+// refuses every connection: a core that went down between the lookup and
+// the resend, which the resend finds E902.
+func downAfterLookup(t *testing.T) *corecall.Client {
+	c := newCore(t)
+	var down atomic.Bool
+	before := func(w http.ResponseWriter, r *http.Request) {
+		// Each request on a connection of its own, so that the resend
+		// must dial.
+		w.Header().Set("Connection", "close")
+		if strings.HasSuffix(r.URL.Path, probeSuffix) {
+			down.Store(true) // the guard's last check: the lookup is done
+		}
+	}
+	c.before.Store(&before)
+	closed := testkit.ClosedAddr(t)
+	var d net.Dialer
+	cl, err := corecall.New(corecall.Config{BaseURL: c.srv.URL, Timeout: 2 * time.Second,
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if down.Load() {
+				addr = closed
+			}
+			return d.DialContext(ctx, network, addr)
+		}})
+	assert.NilError(t, err)
+	return cl
+}
+
+// postedBody makes the core post guid's stored request, as the relay's call
+// would, and returns the response body the core's answer encodes to.
+func (c *core) postedBody(t *testing.T, tl *testLedger, guid string) []byte {
+	r, err := wire.ParseRequest(tl.row(guid).Request)
+	assert.NilError(t, err)
+	res := c.client(t).Call(context.Background(), r.Tx, guid, r.Body)
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "%v", res.Err)
+	b, err := res.Body.AppendTo(nil)
+	assert.NilError(t, err)
+	return b
+}
+
+// TestReprocessSettlesWhatTheCorePosted: a FAILED/E902 row whose transfer
+// the core did post (a lookup settled it too early, while its call was
+// under way, and the relay died before recording the core's late 200) is
+// not sent again: reprocess looks it up first and settles it DONE/0000
+// with the core's answer, keeping its attempts, and the core's POSTs for
+// it stay at one. A row the core never posted is sent, once. A dry run
+// asks the core nothing.
+func TestReprocessSettlesWhatTheCorePosted(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		ctx := context.Background()
+		c := newCore(t)
+		posted := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+		never := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+		want := c.postedBody(t, tl, posted)
+		requests := c.requests.Load()
+
+		var out bytes.Buffer
+		s, err := Reprocess(ctx, tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, DryRun: true, Now: time.Now(), Out: &out})
+		assert.NilError(t, err)
+		assert.Equal(t, s.String(), "reprocess (dry run): selected=2 skipped=0 not_tried=0 exhausted=0")
+		assert.Equal(t, strings.Count(out.String(), "would resend"), 2)
+		assert.Equal(t, c.requests.Load(), requests, "a dry run asks the core nothing")
+
+		reprocessor := tl.open(t, "reprocess")
+		s, err = Reprocess(ctx, reprocessor, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.NilError(t, err)
+		assert.Equal(t, s.String(), "reprocess: selected=2 skipped=0 not_tried=0 exhausted=0 posted_already=1 0000=1")
+
+		r := tl.row(posted)
+		assert.Equal(t, r.State, ledger.StateDone)
+		assert.Equal(t, r.RspCode, string(generated.RspHTTP200))
+		assert.Equal(t, r.Attempts, 1, "not re-claimed: not sent")
+		assert.Equal(t, c.sim.PostCount(posted), 1)
+		var h generated.Header
+		assert.NilError(t, h.Decode(string(r.Response[:generated.HeaderLen])))
+		assert.Equal(t, h.GUID, posted)
+		assert.Equal(t, h.Flag, generated.FlagResponse)
+		assert.Equal(t, generated.RspCode(h.RspCode), generated.RspHTTP200)
+		assert.DeepEqual(t, r.Response[generated.HeaderLen:], want)
+
+		e := lastEntry(t, tl.l, posted)
+		assert.Check(t, e.StateBefore == ledger.StateFailed && e.RspBefore == string(generated.RspConnectFail))
+		assert.Check(t, e.StateAfter == ledger.StateDone && e.RspAfter == string(generated.RspHTTP200))
+		assert.Check(t, is.Equal(e.Reason, "reprocess: lookup 200, posted already: not sent again"))
+		assert.Check(t, is.Equal(e.HTTPStatus, http.StatusOK))
+		assert.Check(t, is.Equal(e.Attempts, 1))
+		assert.Check(t, is.Equal(e.Command, "reprocess"))
+
+		n := tl.row(never)
+		assert.Equal(t, n.State, ledger.StateDone)
+		assert.Equal(t, n.Attempts, 2)
+		assert.Equal(t, c.sim.PostCount(never), 1)
+
+		// The next run finds nothing: the posted row is DONE.
+		s, err = Reprocess(ctx, tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.NilError(t, err)
+		assert.Equal(t, s.Count("selected"), 0)
+		assert.Equal(t, c.sim.PostCount(posted), 1)
+		_, err = tl.l.Audit(ctx)
+		assert.NilError(t, err)
+	})
+}
+
+// TestReprocessLookupUnreachable: when the lookup before a resend gets no
+// usable answer (nothing listens, the core answers 503) or a 404 the guard
+// cannot trust (a --core with a wrong path), the row is not sent and is
+// unchanged, the run stops there (the rest not tried) and exits as for an
+// unreachable core, saying the lookup could not tell.
+func TestReprocessLookupUnreachable(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		ctx := context.Background()
+		c := newCore(t)
+		first := tl.seed(ledger.StateFailed, generated.RspConnectFail, 2*time.Hour)
+		second := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+		before := map[string]ledger.Row{first: tl.row(first), second: tl.row(second)}
+		unchanged := func() {
+			t.Helper()
+			for g, row := range before {
+				assert.DeepEqual(t, tl.row(g), row)
+			}
+			assert.Equal(t, c.posts.Load(), int64(0))
+		}
+
+		s, err := Reprocess(ctx, tl.l, closedCore(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.ErrorIs(t, err, ErrCoreUnreachable)
+		assert.ErrorContains(t, err, "the core could not be reached: stopped at "+first+", whose lookup could not tell whether the core posted it, so it was not sent and is unchanged")
+		assert.ErrorContains(t, err, "1 other selected rows were not tried and are unchanged")
+		assert.Equal(t, s.String(), "reprocess: selected=1 skipped=0 not_tried=1 exhausted=0 unreachable=1")
+		unchanged()
+
+		c.failLookups.Store(true)
+		s, err = Reprocess(ctx, tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.ErrorIs(t, err, ErrCoreUnreachable)
+		assert.ErrorContains(t, err, "core answered HTTP 503")
+		assert.Equal(t, s.Count("unreachable"), 1)
+		unchanged()
+		c.failLookups.Store(false)
+
+		s, err = Reprocess(ctx, tl.l, c.clientAt(t, "/api"), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.ErrorIs(t, err, ErrCoreUnreachable)
+		assert.ErrorIs(t, err, ErrLookupUnverified)
+		assert.ErrorContains(t, err, "check that --core "+c.srv.URL+"/api is the core's base URL")
+		assert.Equal(t, s.Count(OutcomeUnverified), 1)
+		unchanged()
+
+		// With the core back, both are sent, once each.
+		s, err = Reprocess(ctx, tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.NilError(t, err)
+		assert.Equal(t, s.Count(string(generated.RspHTTP200)), 2)
+		assert.Equal(t, c.sim.PostCount(first), 1)
+		assert.Equal(t, c.sim.PostCount(second), 1)
+	})
+}
+
+// TestReprocessReclaimedAfterTheLookup: a row the relay re-claims (the
+// channel's retry) between reprocess's lookup and its transition is left
+// to the relay and counted skipped; reprocess sends nothing.
+func TestReprocessReclaimedAfterTheLookup(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		ctx := context.Background()
+		c := newCore(t)
+		g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+		c.postedBody(t, tl, g)
+		h, frame := transferFrame(t, g, "seed", 1000)
+		var once sync.Once
+		before := func(_ http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && r.Header.Get("X-GUID") == g {
+				once.Do(func() {
+					claim, err := tl.l.Claim(ctx, ledger.Request{GUID: g, TxCode: h.TxCode, Frame: frame, Body: frame[generated.HeaderLen:]})
+					assert.Check(t, err)
+					assert.Check(t, is.Equal(claim.Outcome, ledger.Owned))
+				})
+			}
+		}
+		c.before.Store(&before)
+
+		s, err := Reprocess(ctx, tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.NilError(t, err)
+		assert.Equal(t, s.String(), "reprocess: selected=1 skipped=1 not_tried=0 exhausted=0")
+		r := tl.row(g)
+		assert.Equal(t, r.State, ledger.StateSent, "the relay's claim")
+		assert.Equal(t, r.Attempts, 2)
+		assert.Equal(t, c.sim.PostCount(g), 1)
+	})
+}
+
+// TestReprocessSendsAReadWithoutLookup: a transaction whose layout
+// declares no lookup (a read) is sent again as before, with no lookup
+// first: sending a read again is harmless.
+func TestReprocessSendsAReadWithoutLookup(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		c := newCore(t)
+		var mu sync.Mutex
+		var calls []string
+		before := func(_ http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			calls = append(calls, r.Method+" "+r.URL.Path)
+			mu.Unlock()
+		}
+		c.before.Store(&before)
+		g := testkit.GUID()
+		frame := testkit.Frame(t, testkit.ReadTx(), g, map[string]string{"acct": "11002003004005"})
+		tl.seedFrame(headerOf(t, frame), frame, ledger.StateFailed, generated.RspConnectFail, time.Hour)
+		r, err := wire.ParseRequest(frame)
+		assert.NilError(t, err)
+		assert.Equal(t, r.Tx.Settle, generated.SettleAsNotPosted)
+		path, err := r.Body.CorePath()
+		assert.NilError(t, err)
+
+		s, err := Reprocess(context.Background(), tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.NilError(t, err)
+		assert.Equal(t, s.String(), "reprocess: selected=1 skipped=0 not_tried=0 exhausted=0 0000=1")
+		mu.Lock()
+		assert.DeepEqual(t, calls, []string{http.MethodGet + " " + path})
+		mu.Unlock()
+		row := tl.row(g)
+		assert.Equal(t, row.State, ledger.StateDone)
+		assert.Equal(t, row.Attempts, 2)
+	})
+}
