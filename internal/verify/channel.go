@@ -11,7 +11,6 @@ import (
 
 	"lhrelay/internal/channel"
 	"lhrelay/internal/generated"
-	"lhrelay/internal/ledger"
 )
 
 // Attempt is one frame a channel sent, and what came back.
@@ -99,16 +98,14 @@ func (w *world) business(ctx context.Context, tx *generated.Transaction, b Busin
 		}
 		if b.EarlySettle && !w.settledEarly(b.GUID) {
 			answered := make(chan struct{})
-			var code string // the answer's, once answered is closed
-			w.early.RLock()
-			go w.settleEarly(ctx, b.GUID, answered, &code)
-			wg.Add(1)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				w.settleEarly(ctx, b.GUID, answered)
+			}()
 			go func() {
 				defer close(answered)
 				send(b.Relays[n-1], false)
-				mu.Lock()
-				code = codes[len(codes)-1]
-				mu.Unlock()
 			}()
 		} else {
 			wg.Add(1)
@@ -176,85 +173,31 @@ func (w *world) send(ctx context.Context, relay int, frame []byte) Attempt {
 	return a
 }
 
-// settleEarly is the early-settle fault, with w.early read-locked: once the
-// core holds the GUID's call, resolve settles the GUID alone with no age
-// (--min-age 0, --stale-sent 0.001), as an operator with too short a
-// window would; its lookup gets 404 and the row becomes FAILED/E902 while
-// the call is still under way. The lock is held until the channel has the
-// answer and a moment more, for the relay to record it.
-func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan struct{}, code *string) {
-	defer w.early.RUnlock()
-	if w.waitAtCore(ctx, guid, w.cfg.params().slow) && !closed(answered) {
-		// (A relay that already answered has given up on the call: too
-		// late for what this fault is for, see missedWindow.)
-		if err := w.batch(ctx, false, "resolve", "--guid", guid, "--min-age", "0", "--stale-sent", "0.001"); err != nil {
-			w.runErr("early settle of %s: %v", guid, err)
-		}
-		w.mu.Lock()
-		if w.earlyGUIDs == nil {
-			w.earlyGUIDs = map[string]bool{}
-		}
-		w.earlyGUIDs[guid] = true
-		w.applied["early-settle"]++
-		w.mu.Unlock()
-	}
-	select {
-	case <-answered:
-	case <-ctx.Done():
+// settleEarly is the early-settle fault: once the core holds the GUID's
+// call, resolve settles the GUID alone with no age (--min-age 0,
+// --stale-sent 0.001), as an operator with too short a window would; its
+// lookup gets 404 and the row becomes FAILED/E902 while the call is still
+// under way. It returns once that is done (or the call was answered
+// first); the late answer is the relay's to record, and a relay killed
+// before it does leaves the row FAILED for reprocess to settle by its
+// lookup.
+func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan struct{}) {
+	if !w.waitAtCore(ctx, guid, w.cfg.params().slow, answered) || closed(answered) {
+		// (A relay that already answered has given up on the call, or
+		// the call never reached the core: too late, or nothing, for
+		// what this fault is for, see missedWindow.)
 		return
 	}
-	// FinishLater answers before its commit, which takes milliseconds,
-	// but as long as a failover or a restart of the database lasts when
-	// one is under way: a relay killed meanwhile loses the late answer
-	// with its queue (schedules 42, 59, 134, 269 of seed 1 on
-	// PostgreSQL). So after a 0000 the kill waits until the row is no
-	// longer FAILED (the late answer recorded), at most as long as a relay
-	// tries; after any other answer, a moment.
-	if *code == codeOK {
-		w.waitUnsettled(ctx, guid, lateAnswerWait)
-		return
+	if err := w.batch(ctx, false, "resolve", "--guid", guid, "--min-age", "0", "--stale-sent", "0.001"); err != nil {
+		w.runErr("early settle of %s: %v", guid, err)
 	}
-	t := time.NewTimer(time.Second)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
+	w.mu.Lock()
+	if w.earlyGUIDs == nil {
+		w.earlyGUIDs = map[string]bool{}
 	}
-}
-
-// lateAnswerWait bounds settleEarly's wait for a late answer to be
-// recorded: the relay tries to record an answered outcome for 30s
-// (ledger's retry for FinishLater), and a little more.
-const lateAnswerWait = 32 * time.Second
-
-// waitUnsettled waits until guid's row is no longer FAILED, for at most
-// d, reading the ledger as it can (the database may be down meanwhile).
-func (w *world) waitUnsettled(ctx context.Context, guid string, d time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var l *ledger.Ledger
-	defer func() {
-		if l != nil {
-			l.Close()
-		}
-	}()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if l == nil {
-			l, _ = ledger.OpenExisting(w.db)
-		}
-		if l != nil {
-			if row, err := l.Get(ctx, guid); err == nil && row.State != ledger.StateFailed {
-				return
-			}
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
+	w.earlyGUIDs[guid] = true
+	w.applied["early-settle"]++
+	w.mu.Unlock()
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -272,10 +215,11 @@ func (w *world) settledEarly(guid string) bool {
 	return w.earlyGUIDs[guid]
 }
 
-// waitAtCore waits (at most within) until the core handles a POST of guid.
-func (w *world) waitAtCore(ctx context.Context, guid string, within time.Duration) bool {
+// waitAtCore waits (at most within, and no longer than until stop is
+// closed) until the core handles a POST of guid.
+func (w *world) waitAtCore(ctx context.Context, guid string, within time.Duration, stop <-chan struct{}) bool {
 	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	for time.Now().Before(deadline) && ctx.Err() == nil && !closed(stop) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.ctlURL+"/inflight?guid="+guid, nil)
 		if resp, err := w.httpc.Do(req); err == nil {
 			var n int

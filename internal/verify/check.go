@@ -41,6 +41,8 @@ type history struct {
 	// timeout is the relays' --timeout: how long a relay waits for the
 	// core before it answers E901.
 	timeout time.Duration
+	// kills: when the runner sent each relay (by index) SIGKILL.
+	kills map[int][]time.Time
 }
 
 // guidHistory is the part of a history about one GUID.
@@ -73,6 +75,7 @@ var checks = []check{
 	{"history-accounts-for-every-transition", checkTransitions, false},
 	{"unknown-left-only-on-a-404", checkUnknownSettled, false},
 	{"relay-settles-only-old-rows", checkSettleAge, false},
+	{"late-answer-recorded", checkLateAnswerRecorded, false},
 }
 
 // missedWindow reports whether the early-settle fault missed what it is
@@ -600,4 +603,46 @@ func stateString(st ledger.State, rsp string) string {
 func entryString(e ledger.Entry) string {
 	return fmt.Sprintf("history %s %s → %s attempts %d by %s: %s", ts(e.At),
 		stateString(e.StateBefore, e.RspBefore), stateString(e.StateAfter, e.RspAfter), e.Attempts, e.Command, e.Reason)
+}
+
+// checkLateAnswerRecorded: a relay that answered 0000 for a call settled
+// early (the early-settle fault: a lookup made its row FAILED/E902 while
+// the call was under way) records that answer in the ledger while it lives
+// (SPEC 6: the core's late answer is recorded over FAILED): the row's
+// history has an entry by a relay that made it DONE/0000. Only a relay
+// SIGKILLed since the attempt was sent may have lost it. reprocess, which
+// looks a FAILED row up before resending it, settles such a row DONE/0000
+// from the lookup too, so neither the row nor the core's postings show a
+// relay that forgot the late answer (the forget-late-200 plant); this does.
+func checkLateAnswerRecorded(g *guidHistory) []string {
+	if !g.h.early[g.guid] || g.h.entries == nil {
+		return nil
+	}
+	es := g.h.entries[g.guid]
+	for _, e := range es {
+		if e.Command == "relay" && e.StateAfter == ledger.StateDone && e.RspAfter == codeOK {
+			return nil
+		}
+	}
+	for _, a := range g.attempts {
+		if a.Code != codeOK || g.h.killedSince(a.Relay, a.Sent) {
+			continue
+		}
+		ev := []string{a.String(), fmt.Sprintf("relay%d, not killed since, left no history entry making the row %s", a.Relay, stateString(ledger.StateDone, codeOK))}
+		for _, e := range es {
+			ev = append(ev, entryString(e))
+		}
+		return append(ev, rowString(g.row))
+	}
+	return nil
+}
+
+// killedSince reports whether relay was SIGKILLed at or after t.
+func (h *history) killedSince(relay int, t time.Time) bool {
+	for _, k := range h.kills[relay] {
+		if !k.Before(t) {
+			return true
+		}
+	}
+	return false
 }

@@ -388,3 +388,59 @@ func TestSettleAge(t *testing.T) {
 		})
 	}
 }
+
+// TestLateAnswerRecorded: a relay that answered 0000 for a call settled
+// early must have recorded that answer over the FAILED row (its history
+// entry), unless it was SIGKILLed since the attempt was sent; reprocess
+// settling the row from its lookup does not make up for a relay that
+// forgot it (the forget-late-200 plant), though the row and the postings
+// then agree with the core.
+func TestLateAnswerRecorded(t *testing.T) {
+	f := newFixture(t)
+	arrive := coresim.TruthEvent{At: at(40), Ev: coresim.TruthArrive, GUID: testGUID}
+	earlyLookup := coresim.TruthEvent{At: at(45), Ev: coresim.TruthLookup, GUID: testGUID, Status: 404, DuringPost: true}
+	truth := []coresim.TruthEvent{arrive, earlyLookup, f.posting}
+	entry := func(ms int, by string, from, fromRsp, to, toRsp string, status int) ledger.Entry {
+		return ledger.Entry{GUID: testGUID, At: at(ms), Command: by, StateBefore: ledger.State(from), RspBefore: fromRsp,
+			StateAfter: ledger.State(to), RspAfter: toRsp, Attempts: 1, Why: ledger.Why{HTTPStatus: status}}
+	}
+	settled := []ledger.Entry{entry(10, "relay", "", "", "SENT", "", 0), entry(46, "resolve", "SENT", "", "FAILED", codeNotSent, 404)}
+	byRelay := append(slices.Clone(settled), entry(70, "relay", "FAILED", codeNotSent, "DONE", codeOK, 200))
+	byReprocess := append(slices.Clone(settled), entry(5000, "reprocess", "FAILED", codeNotSent, "DONE", codeOK, 200))
+	early := map[string]bool{testGUID: true}
+	for _, tc := range []struct {
+		name    string
+		entries []ledger.Entry
+		early   map[string]bool
+		kills   map[int][]time.Time
+		truth   []coresim.TruthEvent // nil: truth
+		fails   bool
+	}{
+		{name: "the relay recorded the late 200", entries: byRelay, early: early},
+		{name: "the relay forgot it, reprocess settled it", entries: byReprocess, early: early, fails: true},
+		{name: "the relay was killed after the answer", entries: byReprocess, early: early, kills: map[int][]time.Time{0: {at(65)}}},
+		{name: "the relay was killed before the attempt", entries: byReprocess, early: early, kills: map[int][]time.Time{0: {at(-5)}}, fails: true},
+		{name: "another relay was killed", entries: byReprocess, early: early, kills: map[int][]time.Time{1: {at(65)}}, fails: true},
+		// (Its lookup has not overtaken the POST: no-lookup-during-post
+		// holds for a GUID not settled early.)
+		{name: "not settled early", entries: byReprocess, truth: []coresim.TruthEvent{arrive, f.posting}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.truth == nil {
+				tc.truth = truth
+			}
+			h := history{tx: f.tx, attempts: []Attempt{f.attempt(codeOK, 0, 60, f.orig)}, truth: tc.truth,
+				rows: f.row(ledger.StateDone, codeOK, f.orig, f.answer), early: tc.early, timeout: time.Second, kills: tc.kills,
+				entries: map[string][]ledger.Entry{testGUID: tc.entries}}
+			var failed []string
+			for _, v := range h.check() {
+				failed = append(failed, v.Check)
+			}
+			if tc.fails {
+				assert.Check(t, is.DeepEqual(failed, []string{"late-answer-recorded"}))
+			} else {
+				assert.Check(t, is.Len(failed, 0), "%v", failed)
+			}
+		})
+	}
+}

@@ -31,16 +31,19 @@
 // operator with too short a window would; the lookup gets 404, the row
 // becomes FAILED/E902, and the relay must record the core's late 200 over
 // it. Those transactions have one attempt, no twin and no replay, and in
-// those schedules reprocess runs only after quiesce and relay-kill waits
-// for the call: any other send in that window posts twice, which no relay
-// can prevent once the operator settled too early. On a loaded machine the
-// relay may give up on such a call (E901 after its whole timeout) before
-// the core answers: then nobody hears the late 200, the row stays FAILED
-// though posted, and reprocess posts it again. Such a GUID (its early
-// settle missed its window: the relay's E901 after its whole timeout and
-// before the posting, then the early lookup's 404 settling the row
-// FAILED, as its history shows) is exempt from the two checks that second
-// posting breaks, and counted in the schedule's line and the summary.
+// those schedules reprocess runs only after quiesce: any other send in
+// that window posts twice, which no relay can prevent once the operator
+// settled too early. A relay may be SIGKILLed meanwhile, before the call's
+// answer or before its write: the row then stays FAILED/E902 though
+// posted, and reprocess, which looks a row up before resending it, must
+// settle it DONE/0000 rather than post it again. On a loaded machine the
+// relay may also give up on such a call (E901 after its whole timeout)
+// before the core answers; reprocess settles that row the same way. Should
+// such a GUID (its early settle missed its window: the relay's E901 after
+// its whole timeout and before the posting, then the early lookup's 404
+// settling the row FAILED, as its history shows) be posted twice, it is
+// exempt from the two checks that second posting breaks, and counted in
+// the schedule's line and the summary.
 //
 // After the traffic the run is quiesced (channels done, faults disarmed, no
 // request in flight at the core, relays stopped by SIGTERM) and settled:
@@ -91,7 +94,12 @@
 //     clock: a settling change in the history comes at least
 //     --settle-min-age (UNKNOWN) or --stale-sent (SENT) after the row's
 //     previous change, both stamped by that clock, whatever other clock
-//     the settling read.
+//     the settling read;
+//   - a relay that answered 0000 for a call settled early recorded that
+//     late answer: the row's history has an entry by a relay that made it
+//     DONE/0000, unless that relay was SIGKILLed since the attempt was
+//     sent (reprocess settling the row from its lookup makes the row
+//     right, not the relay).
 //
 // A violation names the check, the GUID, the schedule's seed and the events
 // that show it; the GUID's whole history is written as an HTML page into

@@ -39,13 +39,13 @@ func arm(f coresim.Fault) func(context.Context, *world, Event) error {
 
 var faultKinds = []faultKind{
 	{name: "relay-kill", weight: 2, delay: noDelay, apply: func(ctx context.Context, w *world, e Event) error {
-		// Not while a call settled early is under way: its late answer
-		// would be lost with the relay, and the row left FAILED though
-		// posted (sent again by reprocess: posted twice). That is the
-		// operator's too-short window at its worst, not what the
-		// early-settle fault is for.
-		w.early.Lock()
-		defer w.early.Unlock()
+		// Also while a call settled early is under way, or its late
+		// answer's write is: the row stays FAILED though posted, and
+		// reprocess, which looks a row up before resending it, must
+		// settle it instead of posting it again.
+		w.mu.Lock()
+		w.kills = append(w.kills, kill{relay: e.Relay, at: time.Now()})
+		w.mu.Unlock()
 		return w.relays[e.Relay].restart(ctx, true)
 	}},
 	{name: "relay-term", weight: 1, delay: noDelay, apply: func(ctx context.Context, w *world, e Event) error {

@@ -258,7 +258,12 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 		return fail(err)
 	}
 	phase("read")
-	h := history{tx: tx, attempts: attempts, truth: truth, rows: rows, reprocess: w.reprocess, entries: entries, early: w.earlyGUIDs, timeout: cfg.params().timeout}
+	kills := map[int][]time.Time{}
+	for _, k := range w.kills {
+		kills[k.relay] = append(kills[k.relay], k.at)
+	}
+	h := history{tx: tx, attempts: attempts, truth: truth, rows: rows, reprocess: w.reprocess, entries: entries, early: w.earlyGUIDs, timeout: cfg.params().timeout,
+		kills: kills}
 	res.Violations = h.check()
 	phase("check")
 	res.Attempts = len(attempts)

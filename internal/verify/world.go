@@ -114,18 +114,22 @@ type world struct {
 	pg      *pgtest.Standalone // the schedule's single server; nil on SQLite and on a pair
 	pair    *pgtest.Pair       // a failover schedule's servers
 
-	// early is held (read) while a call settled early may still be
-	// answered, and taken by relay-kill.
-	early sync.RWMutex
-
 	mu         sync.Mutex
 	earlyGUIDs map[string]bool // settled early, while the core held their call
 	reprocess  []span          // when reprocess runs were under way
+	kills      []kill          // the relay SIGKILLs, when each was sent
 	applied    map[string]int  // faults applied, by kind
 	runErrs    []string        // the runner's own failures (not violations)
 }
 
 type span struct{ from, to time.Time }
+
+// kill is one relay-kill fault: the relay's index and when the runner sent
+// SIGKILL.
+type kill struct {
+	relay int
+	at    time.Time
+}
 
 func (w *world) env() []string {
 	if w.cfg.Plant == "" {
