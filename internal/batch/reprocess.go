@@ -221,6 +221,19 @@ func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row
 			return "", fmt.Errorf("planted reprocess-unknown: %w", err)
 		}
 	} else if r.Tx.Settle == generated.SettleByLookup {
+		// The row was selected a page ago: another run or the relay
+		// (the channel's retry) may have re-claimed and sent it since.
+		// Its call is theirs to record, and asking the core about it
+		// while it may be under way there tells nothing.
+		cur, err := l.Get(ctx, row.GUID)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			return "skipped", nil
+		case err != nil:
+			return "", err
+		case cur.State != ledger.StateFailed || cur.RspCode != row.RspCode || cur.Attempts != row.Attempts:
+			return "skipped", nil
+		}
 		st := newResolveState(l, core, cfg.Guard, cfg.Now)
 		rec, fail, err := st.lookUp(ctx, row.GUID, &r)
 		if fail != "" || err != nil {

@@ -242,3 +242,26 @@ func TestReprocessSendsAReadWithoutLookup(t *testing.T) {
 		assert.Equal(t, row.Attempts, 2)
 	})
 }
+
+// TestReprocessAsksNothingAboutARowTakenSince: a row the relay re-claimed
+// after reprocess selected it (its call may be at the core right now) is
+// skipped without a lookup: asking the core about a call under way tells
+// nothing.
+func TestReprocessAsksNothingAboutARowTakenSince(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		c := newCore(t)
+		g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+		selected := tl.row(g)
+		h, frame := transferFrame(t, g, "seed", 1000)
+		claim, err := tl.l.Claim(context.Background(), ledger.Request{GUID: g, TxCode: h.TxCode, Frame: frame, Body: frame[generated.HeaderLen:]})
+		assert.NilError(t, err)
+		assert.Equal(t, claim.Outcome, ledger.Owned)
+		requests := c.requests.Load()
+
+		outcome, err := resendRow(context.Background(), tl.l, c.client(t), selected, ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+		assert.NilError(t, err)
+		assert.Equal(t, outcome, "skipped")
+		assert.Equal(t, c.requests.Load(), requests, "no lookup, no POST")
+		assert.Equal(t, tl.row(g).State, ledger.StateSent)
+	})
+}
