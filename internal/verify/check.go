@@ -607,28 +607,35 @@ func entryString(e ledger.Entry) string {
 
 // checkLateAnswerRecorded: a relay that answered 0000 for a call settled
 // early (the early-settle fault: a lookup made its row FAILED/E902 while
-// the call was under way) records that answer in the ledger while it lives
-// (SPEC 6: the core's late answer is recorded over FAILED): the row's
-// history has an entry by a relay that made it DONE/0000. Only a relay
-// SIGKILLed since the attempt was sent may have lost it. reprocess, which
-// looks a FAILED row up before resending it, settles such a row DONE/0000
-// from the lookup too, so neither the row nor the core's postings show a
-// relay that forgot the late answer (the forget-late-200 plant); this does.
+// the call was under way) records that late answer over FAILED while it
+// lives (SPEC 6), so nobody else takes the row from FAILED to DONE/0000.
+// reprocess, which looks a FAILED row up before resending it, does that
+// for a row whose relay forgot the answer (the forget-late-200 plant), and
+// then neither the row nor the core's postings show the relay's mistake;
+// this does. Only a relay SIGKILLed since the attempt was sent may have
+// lost it. (A settling lookup that found the transfer posted before the
+// relay recorded it took the row from SENT, not FAILED: nothing was
+// forgotten there.)
 func checkLateAnswerRecorded(g *guidHistory) []string {
 	if !g.h.early[g.guid] || g.h.entries == nil {
 		return nil
 	}
 	es := g.h.entries[g.guid]
-	for _, e := range es {
-		if e.Command == "relay" && e.StateAfter == ledger.StateDone && e.RspAfter == codeOK {
-			return nil
+	byOther := -1
+	for i, e := range es {
+		if e.StateBefore == ledger.StateFailed && e.StateAfter == ledger.StateDone && e.RspAfter == codeOK && e.Command != "relay" {
+			byOther = i
 		}
+	}
+	if byOther < 0 {
+		return nil
 	}
 	for _, a := range g.attempts {
 		if a.Code != codeOK || g.h.killedSince(a.Relay, a.Sent) {
 			continue
 		}
-		ev := []string{a.String(), fmt.Sprintf("relay%d, not killed since, left no history entry making the row %s", a.Relay, stateString(ledger.StateDone, codeOK))}
+		ev := []string{a.String(), fmt.Sprintf("relay%d, not killed since, did not record its late answer: the row went from %s to %s by %s",
+			a.Relay, stateString(ledger.StateFailed, codeNotSent), stateString(ledger.StateDone, codeOK), es[byOther].Command)}
 		for _, e := range es {
 			ev = append(ev, entryString(e))
 		}

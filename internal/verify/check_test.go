@@ -390,11 +390,12 @@ func TestSettleAge(t *testing.T) {
 }
 
 // TestLateAnswerRecorded: a relay that answered 0000 for a call settled
-// early must have recorded that answer over the FAILED row (its history
-// entry), unless it was SIGKILLed since the attempt was sent; reprocess
-// settling the row from its lookup does not make up for a relay that
-// forgot it (the forget-late-200 plant), though the row and the postings
-// then agree with the core.
+// early must have recorded that answer over the FAILED row, unless it was
+// SIGKILLed since the attempt was sent; reprocess settling the row from
+// its lookup does not make up for a relay that forgot it (the
+// forget-late-200 plant), though the row and the postings then agree with
+// the core. An early lookup that found the transfer posted (the row
+// settled from SENT first) leaves the relay nothing to record.
 func TestLateAnswerRecorded(t *testing.T) {
 	f := newFixture(t)
 	arrive := coresim.TruthEvent{At: at(40), Ev: coresim.TruthArrive, GUID: testGUID}
@@ -407,6 +408,9 @@ func TestLateAnswerRecorded(t *testing.T) {
 	settled := []ledger.Entry{entry(10, "relay", "", "", "SENT", "", 0), entry(46, "resolve", "SENT", "", "FAILED", codeNotSent, 404)}
 	byRelay := append(slices.Clone(settled), entry(70, "relay", "FAILED", codeNotSent, "DONE", codeOK, 200))
 	byReprocess := append(slices.Clone(settled), entry(5000, "reprocess", "FAILED", codeNotSent, "DONE", codeOK, 200))
+	// The early lookup came after the core posted: resolve settled the
+	// row from SENT before the relay could record its answer.
+	postedFirst := []ledger.Entry{entry(10, "relay", "", "", "SENT", "", 0), entry(55, "resolve", "SENT", "", "DONE", codeOK, 200)}
 	early := map[string]bool{testGUID: true}
 	for _, tc := range []struct {
 		name    string
@@ -418,6 +422,8 @@ func TestLateAnswerRecorded(t *testing.T) {
 	}{
 		{name: "the relay recorded the late 200", entries: byRelay, early: early},
 		{name: "the relay forgot it, reprocess settled it", entries: byReprocess, early: early, fails: true},
+		{name: "the early lookup found it posted", entries: postedFirst, early: early, truth: []coresim.TruthEvent{arrive, f.posting,
+			{At: at(52), Ev: coresim.TruthLookup, GUID: testGUID, Status: 200}}},
 		{name: "the relay was killed after the answer", entries: byReprocess, early: early, kills: map[int][]time.Time{0: {at(65)}}},
 		{name: "the relay was killed before the attempt", entries: byReprocess, early: early, kills: map[int][]time.Time{0: {at(-5)}}, fails: true},
 		{name: "another relay was killed", entries: byReprocess, early: early, kills: map[int][]time.Time{1: {at(65)}}, fails: true},

@@ -96,10 +96,10 @@
 //     previous change, both stamped by that clock, whatever other clock
 //     the settling read;
 //   - a relay that answered 0000 for a call settled early recorded that
-//     late answer: the row's history has an entry by a relay that made it
-//     DONE/0000, unless that relay was SIGKILLed since the attempt was
-//     sent (reprocess settling the row from its lookup makes the row
-//     right, not the relay).
+//     late answer over FAILED: unless that relay was SIGKILLed since the
+//     attempt was sent, nobody else (reprocess, from its lookup) took the
+//     row from FAILED to DONE/0000; that makes the row right, not the
+//     relay.
 //
 // A violation names the check, the GUID, the schedule's seed and the events
 // that show it; the GUID's whole history is written as an HTML page into
