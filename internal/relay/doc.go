@@ -83,7 +83,11 @@
 // is recorded over it, since it is the truth; if the row was re-claimed
 // since, it is left alone and the relay logs "ledger conflict" at error
 // level (lhrelay_ledger_conflicts_total counts it): the transfer may have
-// been posted twice. The channel's answer is the one already given.
+// been posted twice. If it was settled DONE meanwhile from a lookup that
+// found this posting (reprocess looks a FAILED row up before resending
+// it) and not re-claimed, it already holds what a 200 would record: the
+// relay says so at info level. The channel's answer is the one already
+// given.
 //
 // A POST's 200 whose guid is missing or another's proves nothing about
 // this transfer: E901 (corecall), settled by lookup.

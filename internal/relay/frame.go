@@ -341,13 +341,28 @@ func (r *laterRecord) done(err error) {
 	// This runs on the ledger's writer goroutine, which must not wait
 	// for a log sink.
 	go func() {
-		if errors.Is(err, ledger.ErrReclaimed) {
+		switch {
+		case errors.Is(err, ledger.ErrReclaimed):
 			s.logConflict(remote, guid, tx, attempts, src, err)
-		} else {
+		case settledPosted(err, attempts, src):
+			s.log.Info("ledger: outcome already recorded: the row was settled DONE from the core's lookup while this call was under way, as the core's answer says",
+				"remote", remote, "guid", guid, "tx", tx, "attempts", attempts, "core_rsp", string(src.Code()))
+		default:
 			s.logNotRecorded(remote, guid, tx, src, err)
 		}
 		s.recording.done()
 	}()
+}
+
+// settledPosted reports whether err, a posting's outcome refused, says the
+// row was settled DONE while the call was under way and not re-claimed
+// since: a lookup found the posting this answer is about (resolve, or
+// reprocess finding a row settled FAILED too early posted after all). The
+// row holds it already; nothing is lost and nothing may be posted twice.
+func settledPosted(err error, attempts int, src generated.Source) bool {
+	var se *ledger.StateError
+	return src == generated.SourceHTTP200 && errors.As(err, &se) &&
+		se.Found == ledger.StateDone && se.FoundAttempts == attempts && !se.Reclaimed
 }
 
 // logConflict reports the core's answer to a claim whose row was settled

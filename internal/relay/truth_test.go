@@ -131,6 +131,43 @@ func TestLateAnswerAfterAnEarlySettleIsRecorded(t *testing.T) {
 	assert.Equal(t, sim.PostCount(guid), 1)
 }
 
+// TestLateAnswerAfterALookupFoundThePostingIsNoAlarm: a row settled
+// FAILED too early and then DONE from a lookup that found the posting
+// (reprocess does so before it would resend), not re-claimed: the core's
+// late 200 for that very call finds the row holding it already. The row
+// is left as it is, and the relay says so at info level: no error, no
+// conflict, nothing posted twice.
+func TestLateAnswerAfterALookupFoundThePostingIsNoAlarm(t *testing.T) {
+	guid := testkit.GUID()
+	g, sim := holdFirst(guid)
+	e := startEnv(t, envConfig{core: sim, ledger: true})
+	frame := transferFrame(t, guid)
+
+	go1 := make(chan struct{})
+	answered := make(chan rawAnswer, 1)
+	sendAsync(e.dial(), frame, go1, answered)
+	close(go1)
+	g.WaitArrival(t)
+	resolveNow(t, e) // too early: FAILED/E902
+	settled := []byte("the row as a lookup 200 settled it")
+	assert.NilError(t, e.led.TransitionOfAttempts(context.Background(), guid, ledger.StateFailed, 1, ledger.Outcome{
+		State: ledger.StateDone, RspCode: string(generated.RspHTTP200), Response: settled,
+		Why: ledger.Why{Reason: "test: lookup 200, posted already (as reprocess settles it)"}}))
+
+	g.Open()
+	a := next(t, answered, time.After(10*time.Second), "the held call's answer")
+	assert.Equal(t, a.code(), string(generated.RspHTTP200))
+	e.srv.WaitRecorded()
+	row := e.row(guid)
+	assert.Equal(t, row.State, ledger.StateDone)
+	assert.Equal(t, row.Attempts, 1)
+	assert.Assert(t, bytes.Equal(row.Response, settled), "the row is left as the lookup settled it")
+	assert.Equal(t, e.led.Conflicts(), uint64(0))
+	assert.Check(t, is.Contains(e.log.String(), "level=INFO msg=\"ledger: outcome already recorded"))
+	assert.Check(t, !strings.Contains(e.log.String(), "level=ERROR"), e.log.String())
+	assert.Equal(t, sim.PostCount(guid), 1)
+}
+
 func TestLateAnswerAfterAReclaimIsReportedAndLeftAlone(t *testing.T) {
 	guid := testkit.GUID()
 	g, sim := holdFirst(guid)
