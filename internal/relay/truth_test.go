@@ -100,24 +100,43 @@ func holdFirst(guid string) (*testkit.Gate, *coresim.Server) {
 	return g, gatedSim(g)
 }
 
-func TestLateAnswerAfterAnEarlySettleIsRecorded(t *testing.T) {
-	guid := testkit.GUID()
-	g, sim := holdFirst(guid)
-	e := startEnv(t, envConfig{core: sim, ledger: true})
-	frame := transferFrame(t, guid)
+// heldEarlySettled is a transfer whose POST the core holds at its door
+// while a lookup settles its row FAILED/E902 too early (resolveNow):
+// g.Open lets the core post it, and answered gets the channel's answer.
+type heldEarlySettled struct {
+	e        *env
+	guid     string
+	frame    []byte
+	g        *testkit.Gate
+	sim      *coresim.Server
+	answered chan rawAnswer
+	settled  *batch.Summary // the early lookup's
+}
 
-	go1 := make(chan struct{})
-	answered := make(chan rawAnswer, 1)
-	sendAsync(e.dial(), frame, go1, answered)
-	close(go1)
-	g.WaitArrival(t)
+// settleEarly starts a relay with a ledger (and cfg's metrics) and a held
+// transfer, and settles it too early.
+func settleEarly(t *testing.T, cfg envConfig) heldEarlySettled {
+	h := heldEarlySettled{guid: testkit.GUID(), answered: make(chan rawAnswer, 1)}
+	h.g, h.sim = holdFirst(h.guid)
+	h.e = startEnv(t, envConfig{core: h.sim, ledger: true, metrics: cfg.metrics})
+	h.frame = transferFrame(t, h.guid)
+	start := make(chan struct{})
+	sendAsync(h.e.dial(), h.frame, start, h.answered)
+	close(start)
+	h.g.WaitArrival(t)
 	// A lookup while the POST is held at the core's door: not posted yet.
-	sum := resolveNow(t, e)
-	assert.Equal(t, sum.Count("failed"), 1)
+	h.settled = resolveNow(t, h.e)
+	return h
+}
+
+func TestLateAnswerAfterAnEarlySettleIsRecorded(t *testing.T) {
+	h := settleEarly(t, envConfig{})
+	e, guid, sim := h.e, h.guid, h.sim
+	assert.Equal(t, h.settled.Count("failed"), 1)
 	assert.Equal(t, e.row(guid).State, ledger.StateFailed)
 
-	g.Open()
-	a := next(t, answered, time.After(10*time.Second), "the held call's answer")
+	h.g.Open()
+	a := next(t, h.answered, time.After(10*time.Second), "the held call's answer")
 	assert.Equal(t, a.code(), string(generated.RspHTTP200))
 	row := e.row(guid)
 	assert.Equal(t, row.State, ledger.StateDone, "the core's late answer is recorded over the early settle")
@@ -126,7 +145,7 @@ func TestLateAnswerAfterAnEarlySettleIsRecorded(t *testing.T) {
 	assert.Equal(t, e.led.LateAnswers(), uint64(1))
 
 	// reprocess finds nothing to resend; the channel's retry is a replay.
-	retry := e.roundTrip(frame)
+	retry := e.roundTrip(h.frame)
 	assert.Assert(t, bytes.Equal(retry.raw, a.raw))
 	assert.Equal(t, sim.PostCount(guid), 1)
 }
@@ -138,24 +157,15 @@ func TestLateAnswerAfterAnEarlySettleIsRecorded(t *testing.T) {
 // is left as it is, and the relay says so at info level: no error, no
 // conflict, nothing posted twice.
 func TestLateAnswerAfterALookupFoundThePostingIsNoAlarm(t *testing.T) {
-	guid := testkit.GUID()
-	g, sim := holdFirst(guid)
-	e := startEnv(t, envConfig{core: sim, ledger: true})
-	frame := transferFrame(t, guid)
-
-	go1 := make(chan struct{})
-	answered := make(chan rawAnswer, 1)
-	sendAsync(e.dial(), frame, go1, answered)
-	close(go1)
-	g.WaitArrival(t)
-	resolveNow(t, e) // too early: FAILED/E902
+	h := settleEarly(t, envConfig{})
+	e, guid, sim := h.e, h.guid, h.sim
 	settled := []byte("the row as a lookup 200 settled it")
 	assert.NilError(t, e.led.TransitionOfAttempts(context.Background(), guid, ledger.StateFailed, 1, ledger.Outcome{
 		State: ledger.StateDone, RspCode: string(generated.RspHTTP200), Response: settled,
 		Why: ledger.Why{Reason: "test: lookup 200, posted already (as reprocess settles it)"}}))
 
-	g.Open()
-	a := next(t, answered, time.After(10*time.Second), "the held call's answer")
+	h.g.Open()
+	a := next(t, h.answered, time.After(10*time.Second), "the held call's answer")
 	assert.Equal(t, a.code(), string(generated.RspHTTP200))
 	e.srv.WaitRecorded()
 	row := e.row(guid)
@@ -169,26 +179,17 @@ func TestLateAnswerAfterALookupFoundThePostingIsNoAlarm(t *testing.T) {
 }
 
 func TestLateAnswerAfterAReclaimIsReportedAndLeftAlone(t *testing.T) {
-	guid := testkit.GUID()
-	g, sim := holdFirst(guid)
 	m := metrics.New()
-	e := startEnv(t, envConfig{core: sim, ledger: true, metrics: m})
+	h := settleEarly(t, envConfig{metrics: m})
+	e, guid, sim, frame := h.e, h.guid, h.sim, h.frame
 	m.WatchLedger(e.led)
-	frame := transferFrame(t, guid)
-
-	go1 := make(chan struct{})
-	first := make(chan rawAnswer, 1)
-	sendAsync(e.dial(), frame, go1, first)
-	close(go1)
-	g.WaitArrival(t)
-	resolveNow(t, e) // too early: FAILED/E902
 	// The channel's resend re-claims the row and is posted.
 	second := e.roundTrip(frame)
 	assert.Equal(t, second.code(), string(generated.RspHTTP200))
 	assert.Equal(t, e.row(guid).Attempts, 2)
 
-	g.Open()
-	next(t, first, time.After(10*time.Second), "the held call's answer")
+	h.g.Open()
+	next(t, h.answered, time.After(10*time.Second), "the held call's answer")
 	e.srv.WaitRecorded()
 	row := e.row(guid)
 	assert.Equal(t, row.State, ledger.StateDone)
