@@ -224,15 +224,7 @@ func TestTransitions(t *testing.T) {
 				h.attempts[0] = Attempt{GUID: testGUID, Sent: at(0), Answered: at(10), Err: "cannot reach relay", Request: f.orig}
 				h.truth = nil
 			}
-			var failed []string
-			for _, v := range h.check() {
-				failed = append(failed, v.Check)
-			}
-			if tc.fails {
-				assert.Check(t, is.DeepEqual(failed, []string{"history-accounts-for-every-transition"}))
-			} else {
-				assert.Check(t, is.Len(failed, 0), "%v", failed)
-			}
+			assertFails(t, h, tc.fails, "history-accounts-for-every-transition")
 		})
 	}
 }
@@ -344,15 +336,7 @@ func TestUnknownSettled(t *testing.T) {
 			h := history{tx: f.tx, attempts: []Attempt{f.attempt(codeUnknown, 0, 1000, f.orig)},
 				truth: append([]coresim.TruthEvent{arrive}, tc.lookups...), rows: row,
 				entries: map[string][]ledger.Entry{testGUID: tc.entries}}
-			var failed []string
-			for _, v := range h.check() {
-				failed = append(failed, v.Check)
-			}
-			if tc.fails {
-				assert.Check(t, is.DeepEqual(failed, []string{"unknown-left-only-on-a-404"}))
-			} else {
-				assert.Check(t, is.Len(failed, 0), "%v", failed)
-			}
+			assertFails(t, h, tc.fails, "unknown-left-only-on-a-404")
 		})
 	}
 }
@@ -438,15 +422,22 @@ func TestLateAnswerRecorded(t *testing.T) {
 			h := history{tx: f.tx, attempts: []Attempt{f.attempt(codeOK, 0, 60, f.orig)}, truth: tc.truth,
 				rows: f.row(ledger.StateDone, codeOK, f.orig, f.answer), early: tc.early, timeout: time.Second, kills: tc.kills,
 				entries: map[string][]ledger.Entry{testGUID: tc.entries}}
-			var failed []string
-			for _, v := range h.check() {
-				failed = append(failed, v.Check)
-			}
-			if tc.fails {
-				assert.Check(t, is.DeepEqual(failed, []string{"late-answer-recorded"}))
-			} else {
-				assert.Check(t, is.Len(failed, 0), "%v", failed)
-			}
+			assertFails(t, h, tc.fails, "late-answer-recorded")
 		})
+	}
+}
+
+// assertFails checks that h fails exactly the check named, when fails, and
+// no check otherwise.
+func assertFails(t *testing.T, h history, fails bool, check string) {
+	t.Helper()
+	var failed []string
+	for _, v := range h.check() {
+		failed = append(failed, v.Check)
+	}
+	if fails {
+		assert.Check(t, is.DeepEqual(failed, []string{check}))
+	} else {
+		assert.Check(t, is.Len(failed, 0), "%v", failed)
 	}
 }
