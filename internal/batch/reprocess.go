@@ -84,9 +84,6 @@ func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 		resendable.States = append(resendable.States, ledger.StateUnknown)
 		resendable.RspCode = ""
 	}
-	if cfg.Guard == nil {
-		cfg.Guard = &LookupGuard{}
-	}
 	err := reprocess(ctx, l, core, cfg, resendable, s, log)
 	// Counted after the run: a row whose resend failed again may just have
 	// spent its last attempt.
@@ -138,6 +135,8 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
+	// One run's lookups share what they learn of the core (resolveState).
+	st := newResolveState(l, core, cfg.Guard, cfg.Now)
 	done := 0
 	var (
 		unreachable ledger.Row
@@ -145,7 +144,7 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	)
 	err = scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
 		s.Add("selected")
-		outcome, err := resendRow(ctx, l, core, row, cfg)
+		outcome, err := resendRow(ctx, st, row, cfg)
 		s.Add(outcome)
 		done++
 		if cfg.Progress != nil {
@@ -205,7 +204,8 @@ func exhausted(ctx context.Context, l *ledger.Ledger, resendable ledger.Filter) 
 // or cannot tell, re-claims and sends it. The outcome is the response code
 // recorded, OutcomePostedAlready, "skipped", or, with the lookup's error,
 // "unreachable" or OutcomeUnverified (the row unchanged).
-func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row ledger.Row, cfg ReprocessConfig) (string, error) {
+func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg ReprocessConfig) (string, error) {
+	l, core := st.l, st.core
 	r, err := wire.ParseRequest(row.Request)
 	if err != nil {
 		// The relay stored it after validating it; a row this binary
@@ -234,7 +234,6 @@ func resendRow(ctx context.Context, l *ledger.Ledger, core *corecall.Client, row
 		case cur.State != ledger.StateFailed || cur.RspCode != row.RspCode || cur.Attempts != row.Attempts:
 			return "skipped", nil
 		}
-		st := newResolveState(l, core, cfg.Guard, cfg.Now)
 		rec, fail, err := st.lookUp(ctx, row.GUID, &r)
 		if fail != "" || err != nil {
 			return fail, err

@@ -258,7 +258,7 @@ func TestReprocessAsksNothingAboutARowTakenSince(t *testing.T) {
 		assert.Equal(t, claim.Outcome, ledger.Owned)
 		requests := c.requests.Load()
 
-		outcome, err := resendRow(context.Background(), tl.l, c.client(t), selected, ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+		outcome, err := resendRow(context.Background(), newResolveState(tl.l, c.client(t), nil, time.Now()), selected, ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
 		assert.NilError(t, err)
 		assert.Equal(t, outcome, "skipped")
 		assert.Equal(t, c.requests.Load(), requests, "no lookup, no POST")

@@ -318,7 +318,7 @@ func testReprocessSkipsRowTakenByRelay(t *testing.T, tl *testLedger) {
 	// reprocess selected the row before that and now tries to re-claim it.
 	row := tl.row(g)
 	row.State = ledger.StateFailed
-	outcome, err := resendRow(context.Background(), tl.l, c.client(t), row, ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+	outcome, err := resendRow(context.Background(), newResolveState(tl.l, c.client(t), nil, time.Now()), row, ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
 	assert.NilError(t, err)
 	assert.Equal(t, outcome, "skipped")
 	assert.Equal(t, c.posts.Load(), int64(0))
