@@ -31,6 +31,7 @@ func TestArrivedHoldsAtTheDoor(t *testing.T) {
 	assert.Equal(t, sim.Stats().Calls, 0, "held at the door: not received yet")
 	cancel()
 	assert.ErrorIs(t, <-gone, context.Canceled)
+	assert.Equal(t, g.WaitLeft(t), left)
 
 	// A held transfer is posted once the gate opens.
 	held := guid(2)

@@ -36,6 +36,7 @@ func ClosedURL(t testing.TB) string {
 // any other core handler.
 type Gate struct {
 	arrived chan string
+	left    chan string
 	release chan struct{}
 	once    sync.Once
 	only    func(*http.Request) bool
@@ -44,7 +45,7 @@ type Gate struct {
 // NewGate is a closed gate with room to announce room arrivals that
 // nobody has waited for yet (a request beyond that waits to be announced).
 func NewGate(room int) *Gate {
-	return &Gate{arrived: make(chan string, room), release: make(chan struct{})}
+	return &Gate{arrived: make(chan string, room), left: make(chan string, room), release: make(chan struct{})}
 }
 
 // Only makes the gate hold just the requests for which keep reports true;
@@ -73,6 +74,10 @@ func (g *Gate) Hold(r *http.Request) {
 	select {
 	case <-g.release:
 	case <-r.Context().Done():
+		select { // announced only while there is room: most tests never ask
+		case g.left <- r.Header.Get("X-Guid"):
+		default:
+		}
 	}
 }
 
@@ -94,6 +99,21 @@ func (g *Gate) Open() { g.once.Do(func() { close(g.release) }) }
 // Arrived announces each held request's GUID; its length is how many
 // arrivals nobody has taken yet.
 func (g *Gate) Arrived() <-chan string { return g.arrived }
+
+// WaitLeft waits (up to 10 s) until the server has noticed that a held
+// request's caller went away, and returns its GUID. A client's cancel
+// returns before the server sees the connection close; only after
+// WaitLeft may a test open the gate and expect that request unserved.
+func (g *Gate) WaitLeft(t testing.TB) string {
+	t.Helper()
+	select {
+	case guid := <-g.left:
+		return guid
+	case <-time.After(10 * time.Second):
+		t.Fatal("testkit: no held request's caller went away")
+		return ""
+	}
+}
 
 // WaitArrival waits (up to 10 s) for a request to be held and returns its
 // GUID.
