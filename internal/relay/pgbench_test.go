@@ -67,7 +67,10 @@ func (s pgServer) sample() pgSample {
 }
 
 // treeCPU is the CPU time of process pid, of its children alive, and of
-// those it has reaped (Linux /proc; clock ticks of 10 ms).
+// those it has reaped (Linux /proc; clock ticks of 10 ms). A child reaped
+// while /proc is being listed would be in neither count (the ledger's
+// backends exit together, just before the sample), so the listing is
+// repeated until pid reaped nobody meanwhile.
 func treeCPU(pid int) time.Duration {
 	const tick = 10 * time.Millisecond
 	fields := func(p string) []string {
@@ -82,17 +85,27 @@ func treeCPU(pid int) time.Duration {
 		n, _ := strconv.ParseInt(f[field-3], 10, 64)
 		return n
 	}
-	var ticks int64
-	if f := fields(strconv.Itoa(pid)); f != nil {
-		ticks += num(f, 14) + num(f, 15) + num(f, 16) + num(f, 17)
+	reaped := func() (own, children int64) {
+		f := fields(strconv.Itoa(pid))
+		if f == nil {
+			return 0, 0
+		}
+		return num(f, 14) + num(f, 15), num(f, 16) + num(f, 17)
 	}
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		if f := fields(d.Name()); f != nil && num(f, 4) == int64(pid) {
-			ticks += num(f, 14) + num(f, 15)
+	for {
+		_, before := reaped()
+		var alive int64
+		dirs, _ := os.ReadDir("/proc")
+		for _, d := range dirs {
+			if f := fields(d.Name()); f != nil && num(f, 4) == int64(pid) {
+				alive += num(f, 14) + num(f, 15)
+			}
+		}
+		own, after := reaped()
+		if after == before {
+			return time.Duration(own+after+alive) * tick
 		}
 	}
-	return time.Duration(ticks) * tick
 }
 
 // openBenchPG opens a PostgreSQL ledger in a fresh schema for one leg.
