@@ -106,24 +106,24 @@ func (g *Gate) Arrived() <-chan string { return g.arrived }
 // WaitLeft may a test open the gate and expect that request unserved.
 func (g *Gate) WaitLeft(t testing.TB) string {
 	t.Helper()
-	select {
-	case guid := <-g.left:
-		return guid
-	case <-time.After(10 * time.Second):
-		t.Fatal("testkit: no held request's caller went away")
-		return ""
-	}
+	return receive(t, g.left, "no held request's caller went away")
 }
 
 // WaitArrival waits (up to 10 s) for a request to be held and returns its
 // GUID.
 func (g *Gate) WaitArrival(t testing.TB) string {
 	t.Helper()
+	return receive(t, g.arrived, "no request reached the core")
+}
+
+// receive takes the next GUID from c, failing t with missing after 10 s.
+func receive(t testing.TB, c <-chan string, missing string) string {
+	t.Helper()
 	select {
-	case guid := <-g.arrived:
+	case guid := <-c:
 		return guid
 	case <-time.After(10 * time.Second):
-		t.Fatal("testkit: no request reached the core")
+		t.Fatal("testkit: " + missing)
 		return ""
 	}
 }
