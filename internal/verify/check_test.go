@@ -167,6 +167,37 @@ func TestScheduleSeeded(t *testing.T) {
 	}
 }
 
+// TestPlantSchedulesSettleMoreEarly: a forget-late-200 plant run settles
+// every schedule early, with more of its transactions settled early than
+// a clean early-settle schedule has; the rest of the transactions are the
+// same ones.
+func TestPlantSchedulesSettleMoreEarly(t *testing.T) {
+	plantRun := defaultParams
+	plantRun.earlyAll = true
+	early := func(s Schedule) int {
+		n := 0
+		for _, b := range s.Txs {
+			if b.EarlySettle {
+				n++
+			}
+		}
+		return n
+	}
+	var clean, planted int
+	for i := range 20 {
+		c := newSchedule(1, i, StoreSQLite, 2, 2*time.Second, defaultParams)
+		p := newSchedule(1, i, StoreSQLite, 2, 2*time.Second, plantRun)
+		assert.Check(t, p.EarlySettle, "schedule %d", i)
+		assert.Equal(t, len(p.Txs), len(c.Txs))
+		assert.Equal(t, p.Txs[0].GUID, c.Txs[0].GUID)
+		if c.EarlySettle {
+			clean += early(c)
+		}
+		planted += early(p)
+	}
+	assert.Check(t, planted > 4*clean, "early-settled transactions: %d in plant runs, %d in clean ones", planted, clean)
+}
+
 // TestSQLiteDrawsNoPostgresFault: a fault that needs PostgreSQL is never
 // drawn for a SQLite schedule.
 func TestSQLiteDrawsNoPostgresFault(t *testing.T) {
