@@ -43,7 +43,9 @@ type Gate struct {
 }
 
 // NewGate is a closed gate with room to announce room arrivals that
-// nobody has waited for yet (a request beyond that waits to be announced).
+// nobody has waited for yet (a request beyond that waits to be announced),
+// and room callers that left while held (WaitLeft; beyond that a departure
+// goes unannounced).
 func NewGate(room int) *Gate {
 	return &Gate{arrived: make(chan string, room), left: make(chan string, room), release: make(chan struct{})}
 }
