@@ -69,7 +69,7 @@ type ReprocessConfig struct {
 // decide about them (a channel told E902 may have given up; or send them
 // with a higher --max-attempts).
 func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ReprocessConfig) (*Summary, error) {
-	s := NewSummary("reprocess", "selected", "skipped", outcomeNotTried, outcomeExhausted)
+	s := NewSummary("reprocess", "selected", outcomeSkipped, outcomeNotTried, outcomeExhausted)
 	s.DryRun = cfg.DryRun
 	log := cfg.Log
 	if log == nil {
@@ -151,7 +151,7 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 			cfg.Progress(done, total)
 		}
 		switch {
-		case outcome == "unreachable" || outcome == OutcomeUnverified:
+		case outcome == outcomeUnreachable || outcome == OutcomeUnverified:
 			log.Warn("lookup before the resend settled nothing; row unchanged, run stopped", "guid", row.GUID, "err", err)
 			unreachable, lookupErr = row, err
 			return errStopped
@@ -228,11 +228,11 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 		cur, err := l.Get(ctx, row.GUID)
 		switch {
 		case errors.Is(err, ledger.ErrNotFound):
-			return "skipped", nil
+			return outcomeSkipped, nil
 		case err != nil:
 			return "", err
 		case cur.State != ledger.StateFailed || cur.RspCode != row.RspCode || cur.Attempts != row.Attempts:
-			return "skipped", nil
+			return outcomeSkipped, nil
 		}
 		rec, fail, err := st.lookUp(ctx, row.GUID, &r)
 		if fail != "" || err != nil {
@@ -246,7 +246,7 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 			err := l.TransitionOfAttempts(ctx, row.GUID, ledger.StateFailed, row.Attempts, rec)
 			switch {
 			case errors.Is(err, ledger.ErrStateChanged):
-				return "skipped", nil
+				return outcomeSkipped, nil
 			case err != nil:
 				return "", err
 			}
@@ -256,7 +256,7 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 	attempts, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts)
 	if err != nil {
 		if errors.Is(err, ledger.ErrStateChanged) {
-			return "skipped", nil
+			return outcomeSkipped, nil
 		}
 		return "", err
 	}

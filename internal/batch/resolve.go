@@ -101,7 +101,7 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 			switch {
 			case outcome == OutcomeUnverified:
 				log.Warn("lookup answered 404, which is not trusted; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
-			case outcome == "unreachable":
+			case outcome == outcomeUnreachable:
 				log.Warn("core lookup failed; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
 			case outcome == outcomeUnknownTx || outcome == outcomeUndecodable:
 				log.Warn("stored request not settled by this binary; row unchanged", "guid", row.GUID, "state", row.State, "tx", row.TxCode, "err", err)
@@ -119,7 +119,7 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	if n := s.Count(OutcomeUnverified); n > 0 {
 		return s, fmt.Errorf("resolve: %d rows unchanged: %w", n, st.firstRefusal)
 	}
-	if n := s.Count("unreachable"); n > 0 {
+	if n := s.Count(outcomeUnreachable); n > 0 {
 		return s, fmt.Errorf("%w for %d rows (or answered unusably); they are unchanged: run resolve again later", ErrCoreUnreachable, n)
 	}
 	return s, nil
@@ -150,7 +150,7 @@ func (st *resolveState) resolveRow(ctx context.Context, row ledger.Row) (string,
 	err = l.Transition(ctx, row.GUID, row.State, rec)
 	switch {
 	case errors.Is(err, ledger.ErrStateChanged):
-		return "skipped", nil
+		return outcomeSkipped, nil
 	case err != nil:
 		return "", err
 	case rec.State == ledger.StateDone:
@@ -169,7 +169,7 @@ func (st *resolveState) resolveRow(ctx context.Context, row ledger.Row) (string,
 func (st *resolveState) lookUp(ctx context.Context, guid string, r *wire.Request) (rec ledger.Outcome, fail string, err error) {
 	found, err := st.core.Lookup(ctx, r.Tx, guid, r.Body)
 	if err != nil {
-		return rec, "unreachable", err
+		return rec, outcomeUnreachable, err
 	}
 	if found.Posted {
 		st.guard.trust(r.Tx.Code)
@@ -181,7 +181,7 @@ func (st *resolveState) lookUp(ctx context.Context, guid string, r *wire.Request
 	}
 	rec, ok := outcome.OfLookup(&r.Header, found, st.now)
 	if !ok {
-		return rec, "unreachable", fmt.Errorf("the %s lookup's answer does not fit a response frame", r.Tx.Code)
+		return rec, outcomeUnreachable, fmt.Errorf("the %s lookup's answer does not fit a response frame", r.Tx.Code)
 	}
 	return rec, "", nil
 }
@@ -225,7 +225,17 @@ func (st *resolveState) checkNotFound(ctx context.Context, tx *generated.Transac
 
 // ResolveOutcomes are the outcomes a resolved row is counted under, in the
 // summary's order (after "selected").
-var ResolveOutcomes = []string{"done", "failed", "unreachable", "skipped", outcomeUnknownTx, outcomeUndecodable}
+var ResolveOutcomes = []string{"done", "failed", outcomeUnreachable, outcomeSkipped, outcomeUnknownTx, outcomeUndecodable}
+
+// Outcomes shared by resolve and reprocess.
+const (
+	// outcomeUnreachable: the core gave no usable answer about the row,
+	// which is unchanged.
+	outcomeUnreachable = "unreachable"
+	// outcomeSkipped: another process changed the row after it was
+	// selected; it is left to them.
+	outcomeSkipped = "skipped"
+)
 
 // Outcomes of a row whose stored request this binary cannot act on; the
 // row is left unchanged for a person (or a newer binary).
