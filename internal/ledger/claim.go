@@ -552,28 +552,32 @@ func (l *Ledger) AbandonClaim(ctx context.Context, guid string, attempts int, to
 // If the row is not in from (or missing) nothing changes and the error is a
 // *StateError matching ErrStateChanged.
 func (l *Ledger) Transition(ctx context.Context, guid string, from State, o Outcome) error {
+	return l.transition(ctx, guid, from, "", 0, o)
+}
+
+// transition runs one conditional transition (claimTransitionOp's chain
+// and attempts) on the writer: Transition and TransitionOfAttempts.
+func (l *Ledger) transition(ctx context.Context, guid string, from State, chain string, attempts int, o Outcome) error {
 	if !from.Valid() || !o.State.Valid() {
 		return fmt.Errorf("ledger: transition %s: invalid state %q → %q", guid, from, o.State)
 	}
-	run, err := transitionOp(l.st.dialect(), guid, from, o)
+	run, err := claimTransitionOp(l.st.dialect(), chain, guid, from, attempts, "", o)
 	if err == nil {
 		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
 		l.countError(opTransition, err)
 	}
 	if err != nil {
+		if attempts > 0 {
+			return fmt.Errorf("ledger: transition %s %s→%s (attempts %d): %w", guid, from, o.State, attempts, err)
+		}
 		return fmt.Errorf("ledger: transition %s %s→%s: %w", guid, from, o.State, err)
 	}
 	return nil
 }
 
-// transitionOp returns the writer operation for one conditional transition.
-func transitionOp(d *dialect, guid string, from State, o Outcome) (opFunc, error) {
-	return claimTransitionOp(d, "", guid, from, 0, "", o)
-}
-
-// claimTransitionOp is transitionOp that, when attempts > 0, also requires
-// the row's attempts to be exactly that: the transition of one claim's
-// row. Every transition of the state machine is one of these: a single
+// claimTransitionOp returns the writer operation for one conditional
+// transition from from to o; when attempts > 0 it also requires the row's
+// attempts to be exactly that: the transition of one claim's row. Every transition of the state machine is one of these: a single
 // UPDATE conditional on what it expects, its affected rows deciding.
 //
 // A token (with attempts > 0) also requires the row's claim_token: the row

@@ -13,21 +13,10 @@ import (
 // changes nothing: the error is a *StateError matching ErrStateChanged
 // (and ErrReclaimed when the row was re-claimed since).
 func (l *Ledger) TransitionOfAttempts(ctx context.Context, guid string, from State, attempts int, o Outcome) error {
-	if !from.Valid() || !o.State.Valid() {
-		return fmt.Errorf("ledger: transition %s: invalid state %q → %q", guid, from, o.State)
-	}
 	if attempts < 1 {
 		return fmt.Errorf("ledger: transition %s: attempts %d: want the row's (1 or more)", guid, attempts)
 	}
 	// Its chain lets a re-run after a lost COMMIT answer find that its
 	// first run landed (claimTransitionOp).
-	run, err := claimTransitionOp(l.st.dialect(), l.chain.actor.Instance, guid, from, attempts, "", o)
-	if err == nil {
-		err = l.st.do(ctx, operation{guid: guid, run: run, rerunnable: true})
-		l.countError(opTransition, err)
-	}
-	if err != nil {
-		return fmt.Errorf("ledger: transition %s %s→%s (attempts %d): %w", guid, from, o.State, attempts, err)
-	}
-	return nil
+	return l.transition(ctx, guid, from, l.chain.actor.Instance, attempts, o)
 }
