@@ -86,12 +86,17 @@
 // One exception to "no timer": an outcome queued by FinishLater (nobody
 // waits for it; its answer has been given) that finds the writer idle
 // waits up to a millisecond for another operation before its batch
-// starts. With one channel, the channel's next claim arrives a few dozen
+// commits. With one channel, the channel's next claim arrives a few dozen
 // microseconds after its answer: it used to wait for the outcome's fsync
 // and then for its own, and now both share one (the relay at one channel,
 // BenchmarkLedgerRelay/ledger/c1: 1.95 → 1.00 commits per transfer, p50
 // 0.54–0.61 → 0.41–0.47 ms). A claim is never delayed by it (it ends the
-// wait), nor is any operation whose caller waits.
+// wait), nor is any operation whose caller waits. The writer begins the
+// batch's transaction before the wait and runs the outcome's statements
+// during it (batchRun.early), so the claim waits only for its own
+// statements and the COMMIT; SQLite's write lock is then held through
+// the wait, a millisecond at most, which another process's writer waits
+// out under its busy timeout.
 //
 // After replying to a batch the writer yields its processor
 // (runtime.Gosched) before starting the next. The callers it woke are queued

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -253,4 +254,100 @@ func testLingerEndsAtClose(t *testing.T, l *Ledger) {
 	var state string
 	assert.NilError(t, raw(t, l).QueryRow(`SELECT state FROM tx WHERE guid = ?`, []any{r.GUID}, &state))
 	assert.Equal(t, State(state), StateDone)
+}
+
+// errFunc is a completer made of a function.
+type errFunc func(error)
+
+func (f errFunc) completed(err error) { f(err) }
+
+// enqueueLater queues run as an operation nobody waits for, as FinishLater
+// queues an outcome, and returns a channel that gets its result.
+func enqueueLater(t *testing.T, l *Ledger, run func(stmts) error) <-chan error {
+	t.Helper()
+	res := make(chan error, 1)
+	assert.NilError(t, l.st.enqueue(context.Background(), operation{run: opFunc(run)}, errFunc(func(err error) { res <- err })))
+	return res
+}
+
+// signal tells ch, without waiting (an op runs again after a rollback).
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// TestOutcomeRunsWhileItWaits: on SQLite, an outcome that waits for
+// company has its statements run while it waits, inside the batch's
+// transaction: nothing is committed or visible until the claim it waited
+// for arrives, and then both commit once.
+func TestOutcomeRunsWhileItWaits(t *testing.T) {
+	l := newLedger(t, withLinger(time.Hour))
+	ctx := context.Background()
+	early := testkit.GUID()
+	ran := make(chan struct{}, 1)
+	commits := l.Commits()
+	res := enqueueLater(t, l, func(tx stmts) error {
+		defer signal(ran)
+		_, err := tx.changeOne(`INSERT INTO tx(guid, state) VALUES (?, 'SENT')`, []any{early}, pending{guid: early, why: Why{Reason: "test"}})
+		return err
+	})
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the outcome's statements did not run while it waited")
+	}
+	assert.Equal(t, l.Commits(), commits)
+	_, err := l.Get(ctx, early)
+	assert.Check(t, errors.Is(err, ErrNotFound), "an uncommitted write is visible: %v", err)
+
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	c, err := l.Claim(ctx, r)
+	assert.NilError(t, err)
+	assert.Equal(t, c.Outcome, Owned)
+	assert.NilError(t, result(t, res))
+	assert.Equal(t, l.Commits()-commits, uint64(1))
+	for _, g := range []string{early, r.GUID} {
+		row, err := l.Get(ctx, g)
+		assert.NilError(t, err)
+		assert.Equal(t, row.State, StateSent)
+	}
+}
+
+// TestEarlyRunFailureDoesNotSpoilItsBatch: an outcome whose statements,
+// run while it waited, failed takes nothing with it: the claim that joined
+// its batch is committed on its own, and the outcome's writes are undone.
+func TestEarlyRunFailureDoesNotSpoilItsBatch(t *testing.T) {
+	l := newLedger(t, withLinger(time.Hour))
+	ctx := context.Background()
+	partial := testkit.GUID()
+	ran := make(chan struct{}, 1)
+	commits := l.Commits()
+	res := enqueueLater(t, l, func(tx stmts) error {
+		defer signal(ran)
+		if _, err := tx.changeOne(`INSERT INTO tx(guid, state) VALUES (?, 'SENT')`, []any{partial}, pending{guid: partial, why: Why{Reason: "test"}}); err != nil {
+			return err
+		}
+		_, err := tx.changeOne(`INSERT INTO tx(guid, state) VALUES (?, 'BOGUS')`, []any{testkit.GUID()}, pending{why: Why{Reason: "test"}})
+		return err
+	})
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the outcome's statements did not run while it waited")
+	}
+
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	c, err := l.Claim(ctx, r)
+	assert.NilError(t, err)
+	assert.Equal(t, c.Outcome, Owned)
+	err = result(t, res)
+	assert.Check(t, err != nil && strings.Contains(strings.ToLower(err.Error()), "check constraint"), "%v", err)
+	assert.Equal(t, l.Commits()-commits, uint64(1))
+	row, err := l.Get(ctx, r.GUID)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, StateSent)
+	_, err = l.Get(ctx, partial)
+	assert.Check(t, errors.Is(err, ErrNotFound), "the failed outcome's first insert was not undone")
 }

@@ -20,9 +20,16 @@ func (s *pgStore) writer() {
 	runWriter(&s.queue, s.cfg.maxBatch, s.cfg.linger, s)
 }
 
-// startBatch returns runBatch: a batch takes its connection and begins its
+// startBatch returns the batch, which takes its connection and begins its
 // transaction when it runs.
-func (s *pgStore) startBatch() func([]*op) []fate { return s.runBatch }
+func (s *pgStore) startBatch() batchRun { return pgRun{s} }
+
+// A pgRun runs its statements in rounds once it knows them all
+// (runRounds): it runs none early.
+type pgRun struct{ s *pgStore }
+
+func (pgRun) early(*op)                {}
+func (b pgRun) run(batch []*op) []fate { return b.s.runBatch(batch) }
 
 // runBatch runs batch in one transaction and says what became of each
 // operation. Nothing is committed before the COMMIT, so every failure

@@ -46,7 +46,8 @@ type sqliteStore struct {
 	queue      // the writer's
 	writerDone chan struct{}
 	ncommits   atomic.Uint64
-	chain      *chain // the writer's history chain
+	batch      sqliteBatch // the writer's, begun by startBatch
+	chain      *chain      // the writer's history chain
 }
 
 func openSQLite(path string, cfg config) (*sqliteStore, string, error) {

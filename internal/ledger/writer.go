@@ -29,11 +29,21 @@ func (s *sqliteStore) enqueue(ctx context.Context, o operation, then completer) 
 // batch runs.
 type batchStep interface {
 	// startBatch is called before the queue is drained, and returns the
-	// function that runs the batch drained. SQLite takes its write lock
-	// here (this may wait for another process): operations queued
-	// meanwhile join the batch, and their callers can still cancel. run
-	// sets every op's err and says what became of each (nil: all done).
-	startBatch() (run func(batch []*op) []fate)
+	// batch begun. SQLite takes its write lock here (this may wait for
+	// another process): operations queued meanwhile join the batch, and
+	// their callers can still cancel.
+	startBatch() batchRun
+}
+
+// A batchRun is one batch of the writer loop, begun.
+type batchRun interface {
+	// early runs the statements of o, the batch's first operation, before
+	// the rest of the batch is known; run does not run them again. A
+	// store whose statements cannot run yet does nothing here.
+	early(o *op)
+	// run runs the batch drained and sets every op's err, and says what
+	// became of each (nil: all done).
+	run(batch []*op) []fate
 }
 
 // The fate of an operation after one try: done (its err is final), or to
@@ -71,13 +81,15 @@ const (
 // package comment). With nothing else runnable it returns at once.
 //
 // An outcome queued by FinishLater, which nobody waits for, that arrives
-// alone waits up to linger for another operation before its batch starts
-// (company): with one channel, the channel's next claim arrives while the
-// outcome would be committing, and waited for that commit and then for
-// its own; now both share one. No answer waits longer for it: the
-// outcome's answer was given when it was queued, the claim joins the
+// alone waits up to linger for another operation before its batch
+// commits (company): with one channel, the channel's next claim arrives
+// while the outcome would be committing, and waited for that commit and
+// then for its own; now both share one. No answer waits longer for it:
+// the outcome's answer was given when it was queued, the claim joins the
 // batch as soon as it arrives, and anything that waits for its result (a
-// Claim, a Finish, a Ping) ends the wait.
+// Claim, a Finish, a Ping) ends the wait. The outcome's statements run
+// while it waits (batchRun.early), so that the claim it waited for waits
+// only for its own statements and the COMMIT.
 func runWriter(q *queue, maxBatch int, linger time.Duration, step batchStep) {
 	buf := make([]*op, 0, maxBatch)
 	var carry []*op // to be tried again
@@ -87,20 +99,22 @@ func runWriter(q *queue, maxBatch int, linger time.Duration, step batchStep) {
 	for open || len(carry) > 0 {
 		batch := append(buf[:0], carry...)
 		carry = carry[:0]
-		var run func([]*op) []fate
+		var run batchRun
 		if len(batch) == 0 {
 			first, ok := <-q.ops
 			if !ok {
 				return
 			}
-			var second *op
-			if first.then != nil && linger > 0 {
-				second, open = company(q, linger, &lingering)
-			}
 			run = step.startBatch()
 			batch = take(batch, first)
-			if second != nil {
-				batch = take(batch, second)
+			if first.then != nil && linger > 0 {
+				if len(batch) == 1 {
+					run.early(first)
+				}
+				var second *op
+				if second, open = company(q, linger, &lingering); second != nil {
+					batch = take(batch, second)
+				}
 			}
 		} else {
 			backoff(batch, wait)
@@ -121,7 +135,7 @@ func runWriter(q *queue, maxBatch int, linger time.Duration, step batchStep) {
 			}
 		}
 
-		fates := run(batch)
+		fates := run.run(batch)
 		now := time.Now()
 		for i, o := range batch {
 			if fates != nil && fates[i] == fateRetry && now.Before(o.deadline) {
@@ -198,30 +212,60 @@ func (s *sqliteStore) writer() {
 }
 
 // startBatch begins the batch's BEGIN IMMEDIATE transaction (taking the
-// write lock first) and returns the function that runs the batch in it.
-// An operation here is never tried again: every fate is done.
-func (s *sqliteStore) startBatch() func([]*op) []fate {
+// write lock first). An operation here is never tried again: every fate
+// is done.
+func (s *sqliteStore) startBatch() batchRun {
+	b := &s.batch
+	*b = sqliteBatch{s: s}
 	if s.w == nil {
-		return func(batch []*op) []fate {
-			failAll(batch, s.wErr)
-			return nil
-		}
+		b.err = s.wErr
+		return b
 	}
-	tx, err := s.w.begin()
-	return func(batch []*op) []fate {
-		if err != nil {
-			failAll(batch, fmt.Errorf("begin: %w", err))
-			return nil
-		}
-		s.runBatch(tx, batch)
-		return nil
+	b.tx, b.err = s.w.begin()
+	if b.err != nil {
+		b.err = fmt.Errorf("begin: %w", b.err)
+	}
+	return b
+}
+
+// A sqliteBatch is the writer's transaction begun, and the op whose
+// statements ran early in it, with their result. There is one at a time:
+// the store keeps it (sqliteStore.batch).
+type sqliteBatch struct {
+	s      *sqliteStore
+	tx     driver.Tx
+	err    error // the transaction could not begin
+	ran    *op
+	ranErr error
+}
+
+func (b *sqliteBatch) early(o *op) {
+	if b.err == nil {
+		b.ran, b.ranErr = o, o.runOn(b.s.txFor(o))
 	}
 }
 
-// runBatch runs batch in tx and commits, and sets every op's err.
-func (s *sqliteStore) runBatch(tx driver.Tx, batch []*op) {
+func (b *sqliteBatch) run(batch []*op) []fate {
+	if b.err != nil {
+		failAll(batch, b.err)
+		return nil
+	}
+	b.s.runBatch(b.tx, batch, b.ran, b.ranErr)
+	b.ran, b.ranErr = nil, nil // the op goes back to its pool
+	return nil
+}
+
+// runBatch runs batch in tx and commits, and sets every op's err. ran,
+// if not nil, is the op whose statements already ran in tx, with their
+// result ranErr.
+func (s *sqliteStore) runBatch(tx driver.Tx, batch []*op, ran *op, ranErr error) {
 	for _, o := range batch {
-		err := o.runOn(s.txFor(o))
+		var err error
+		if o == ran {
+			err = ranErr
+		} else {
+			err = o.runOn(s.txFor(o))
+		}
 		if err == nil || errors.Is(err, ErrStateChanged) {
 			// A refusal decided by a conditional statement that changed
 			// nothing: the op's own result, and the batch goes on.
