@@ -261,12 +261,24 @@ type errFunc func(error)
 
 func (f errFunc) completed(err error) { f(err) }
 
-// enqueueLater queues run as an operation nobody waits for, as FinishLater
-// queues an outcome, and returns a channel that gets its result.
-func enqueueLater(t *testing.T, l *Ledger, run func(stmts) error) <-chan error {
+// ranWhileWaiting queues run as an operation nobody waits for, as
+// FinishLater queues an outcome, on a ledger whose outcomes wait for
+// company; it waits until run has run (the writer runs it while the
+// operation waits) and returns a channel that gets the operation's result.
+func ranWhileWaiting(t *testing.T, l *Ledger, run func(stmts) error) <-chan error {
 	t.Helper()
+	ran := make(chan struct{}, 1)
 	res := make(chan error, 1)
-	assert.NilError(t, l.st.enqueue(context.Background(), operation{run: opFunc(run)}, errFunc(func(err error) { res <- err })))
+	op := operation{run: opFunc(func(tx stmts) error {
+		defer signal(ran)
+		return run(tx)
+	})}
+	assert.NilError(t, l.st.enqueue(context.Background(), op, errFunc(func(err error) { res <- err })))
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the outcome's statements did not run while it waited")
+	}
 	return res
 }
 
@@ -286,18 +298,11 @@ func TestOutcomeRunsWhileItWaits(t *testing.T) {
 	l := newLedger(t, withLinger(time.Hour))
 	ctx := context.Background()
 	early := testkit.GUID()
-	ran := make(chan struct{}, 1)
 	commits := l.Commits()
-	res := enqueueLater(t, l, func(tx stmts) error {
-		defer signal(ran)
+	res := ranWhileWaiting(t, l, func(tx stmts) error {
 		_, err := tx.changeOne(`INSERT INTO tx(guid, state) VALUES (?, 'SENT')`, []any{early}, pending{guid: early, why: Why{Reason: "test"}})
 		return err
 	})
-	select {
-	case <-ran:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the outcome's statements did not run while it waited")
-	}
 	assert.Equal(t, l.Commits(), commits)
 	_, err := l.Get(ctx, early)
 	assert.Check(t, errors.Is(err, ErrNotFound), "an uncommitted write is visible: %v", err)
@@ -322,21 +327,14 @@ func TestEarlyRunFailureDoesNotSpoilItsBatch(t *testing.T) {
 	l := newLedger(t, withLinger(time.Hour))
 	ctx := context.Background()
 	partial := testkit.GUID()
-	ran := make(chan struct{}, 1)
 	commits := l.Commits()
-	res := enqueueLater(t, l, func(tx stmts) error {
-		defer signal(ran)
+	res := ranWhileWaiting(t, l, func(tx stmts) error {
 		if _, err := tx.changeOne(`INSERT INTO tx(guid, state) VALUES (?, 'SENT')`, []any{partial}, pending{guid: partial, why: Why{Reason: "test"}}); err != nil {
 			return err
 		}
 		_, err := tx.changeOne(`INSERT INTO tx(guid, state) VALUES (?, 'BOGUS')`, []any{testkit.GUID()}, pending{why: Why{Reason: "test"}})
 		return err
 	})
-	select {
-	case <-ran:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the outcome's statements did not run while it waited")
-	}
 
 	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
 	c, err := l.Claim(ctx, r)
