@@ -2,10 +2,11 @@ package relay
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -34,17 +35,24 @@ func (e *env) dialTLS(cfg *tls.Config) *tls.Conn {
 // expectRefused sends frame over a connection made with cfg (plain TCP
 // when cfg is nil) to a relay that must refuse it during the handshake:
 // no answer comes back, and the relay closes the connection.
+//
+// It returns once the relay has closed the connection, which it does after
+// counting the failed handshake: the client's side of a TLS handshake may
+// end with the relay's alert, before the relay has counted anything.
 func (e *env) expectRefused(cfg *tls.Config, frame []byte) {
 	e.t.Helper()
-	var c net.Conn = e.dial()
+	raw := e.dial()
+	c := raw
 	if cfg != nil {
 		cfg = cfg.Clone()
 		cfg.ServerName = "127.0.0.1"
-		c = tls.Client(c, cfg)
+		c = tls.Client(raw, cfg)
 	}
 	c.Write(frame) // may fail already: the handshake is refused
 	b, _ := io.ReadAll(c)
 	assert.Assert(e.t, !strings.Contains(string(b), string(frame[12:44])), "an answer came back: %q", b)
+	_, err := io.Copy(io.Discard, raw) // until the relay's close: end of stream or a reset
+	assert.Assert(e.t, !errors.Is(err, os.ErrDeadlineExceeded), "the relay kept the refused connection open")
 }
 
 // channelTLS is the relay's channel side: a server certificate from
