@@ -26,10 +26,12 @@ func (s *Server) allowed(nc net.Conn) bool {
 	if s.metrics != nil {
 		s.metrics.ConnNotAllowed()
 	}
-	nc.Close()
+	// Counted and logged before the close, which is what the refused
+	// side sees: whoever watches for it finds both done.
 	if everySecond(&s.lastDenyLog) {
 		s.log.Warn("connection refused: address not in --allow", "remote", nc.RemoteAddr().String(), "refused_total", n)
 	}
+	nc.Close()
 	return false
 }
 

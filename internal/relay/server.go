@@ -285,8 +285,8 @@ func (s *Server) admit(nc net.Conn) {
 		if s.metrics != nil {
 			s.metrics.ConnRejected()
 		}
-		nc.Close()
 		s.logRejected(nc, n)
+		nc.Close() // after the count and the log line, as allowed does
 		return
 	}
 	addr := remoteAddr(nc)
