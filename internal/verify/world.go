@@ -295,6 +295,13 @@ func (r *relay) address() string {
 // cause; so is 2 (an unusable database) while PostgreSQL restarts, which
 // only a strict run (the settling phase, with no fault) reports.
 func (w *world) batch(ctx context.Context, strict bool, name string, args ...string) error {
+	_, err := w.batchExit(ctx, strict, name, args...)
+	return err
+}
+
+// batchExit is batch, and the command's exit status (-1 when it did not
+// run to its end).
+func (w *world) batchExit(ctx context.Context, strict bool, name string, args ...string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	args = append([]string{"--db", w.db}, args...)
@@ -316,12 +323,13 @@ func (w *world) batch(ctx context.Context, strict bool, name string, args ...str
 		w.mu.Unlock()
 	}
 	if err != nil {
-		return err
+		return -1, err
 	}
-	if code := p.cmd.ProcessState.ExitCode(); code > 1 && (strict || code != 2) {
-		return fmt.Errorf("%s exited %d", name, code)
+	code := p.cmd.ProcessState.ExitCode()
+	if code > 1 && (strict || code != 2) {
+		return code, fmt.Errorf("%s exited %d", name, code)
 	}
-	return nil
+	return code, nil
 }
 
 // throughProxy starts a fault proxy in front of the PostgreSQL server of
