@@ -83,6 +83,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -97,7 +99,26 @@ import (
 	"lhrelay/internal/relay"
 )
 
-func main() { app.Main(run) }
+func main() {
+	defaultGC(os.Getenv)
+	app.Main(run)
+}
+
+// gcPercent is the relay's garbage collection target (GOGC) when the
+// environment sets none. The relay keeps little alive (a few MB) while a
+// transfer on PostgreSQL allocates about 7 KB (pgconn builds each batch's
+// messages in a buffer of its own), so at Go's default of 100 the
+// collector runs many times a second: a tenth of the relay's CPU at 64
+// channels on PostgreSQL. At 400 the relay's CPU per transfer there is
+// about 10% lower, for about 13 MB more resident memory (23 → 36 MB).
+const gcPercent = 400
+
+// defaultGC sets gcPercent unless GOGC is set: an operator's GOGC wins.
+func defaultGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+}
 
 // stopMargin is added to --timeout to bound a graceful stop: time to record
 // the outcomes and write the answers after the last core call returns.

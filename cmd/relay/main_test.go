@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,4 +116,19 @@ func TestRunServesAndStops(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, row.State, ledger.StateDone)
 	assert.DeepEqual(t, row.Response, answer)
+}
+
+// TestDefaultGC: the relay's GC target is gcPercent unless GOGC is set.
+func TestDefaultGC(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	defaultGC(func(string) string { return "" })
+	assert.Equal(t, debug.SetGCPercent(100), gcPercent)
+	defaultGC(func(k string) string {
+		if k == "GOGC" {
+			return "150"
+		}
+		return ""
+	})
+	assert.Equal(t, debug.SetGCPercent(100), 100, "an operator's GOGC is left alone")
 }

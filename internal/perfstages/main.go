@@ -51,6 +51,7 @@ var stages = []stage{
 	{"ledger: SQLite's WAL bookkeeping", regexp.MustCompile(`walChecksumBytes|walIndexAppend|sqlite3WalFrames|walEncodeFrame`)},
 	{"ledger: history entries (Go)", regexp.MustCompile(`ledger\.\(\*chain\)|appendHistory|histScratch|ledger\.\(\*boxes\)|sha256`)},
 	{"ledger: SQLite statements (C, libc)", regexp.MustCompile(`^(sqlite3|vdbe|btree|balance|pcache|pager|getPage|moveTo|insertCell|fillInCell|allocate|freeSpace|cellSize|computeYMD|pageFind|getAndInit|defragment|dropCell|releasePage|accessPayload|clearCell)|^(malloc|_int_malloc|_int_free|free|cfree|malloc_consolidate|pthread_mutex|__GI___pthread_mutex|__memmove|__memcmp|__memset|memcpy)`)},
+	{"ledger: PostgreSQL's client (pgx, its round trips)", regexp.MustCompile(`github\.com/jackc/pgx`)},
 	{"ledger: writer loop, binding (Go)", regexp.MustCompile(`internal/ledger\.`)},
 	{"answer write (TCP send)", regexp.MustCompile(`net\.\(\*conn\)\.Write`)},
 	{"frame read (TCP recv)", regexp.MustCompile(`net\.\(\*conn\)\.Read|net\.\(\*netFD\)\.Read|wire\.ReadFrame`)},
