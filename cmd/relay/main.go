@@ -74,6 +74,9 @@
 // names that cannot be used at start (a port in use, a ledger it cannot
 // open, a replication it refuses): one line on standard error naming the
 // flag, variable or file; 1 if serving failed or the stop was cut short.
+//
+// Unless GOGC is set, the relay runs with a garbage collection target of
+// 400 rather than Go's 100 (gcPercent says why).
 package main
 
 import (
