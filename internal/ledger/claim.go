@@ -577,8 +577,9 @@ func (l *Ledger) transition(ctx context.Context, guid string, from State, chain 
 
 // claimTransitionOp returns the writer operation for one conditional
 // transition from from to o; when attempts > 0 it also requires the row's
-// attempts to be exactly that: the transition of one claim's row. Every transition of the state machine is one of these: a single
-// UPDATE conditional on what it expects, its affected rows deciding.
+// attempts to be exactly that: the transition of one claim's row. Every
+// transition of the state machine is one of these: a single UPDATE
+// conditional on what it expects, its affected rows deciding.
 //
 // A token (with attempts > 0) also requires the row's claim_token: the row
 // is then that one claim's, and no other claim's with the same attempts.

@@ -245,25 +245,18 @@ func (b *sqliteBatch) early(o *op) {
 	}
 }
 
+// run runs batch in the transaction and commits, and sets every op's err;
+// the op that ran early keeps its result.
 func (b *sqliteBatch) run(batch []*op) []fate {
+	defer func() { b.ran, b.ranErr = nil, nil }() // the op goes back to its pool
 	if b.err != nil {
 		failAll(batch, b.err)
 		return nil
 	}
-	b.s.runBatch(b.tx, batch, b.ran, b.ranErr)
-	b.ran, b.ranErr = nil, nil // the op goes back to its pool
-	return nil
-}
-
-// runBatch runs batch in tx and commits, and sets every op's err. ran,
-// if not nil, is the op whose statements already ran in tx, with their
-// result ranErr.
-func (s *sqliteStore) runBatch(tx driver.Tx, batch []*op, ran *op, ranErr error) {
+	s := b.s
 	for _, o := range batch {
-		var err error
-		if o == ran {
-			err = ranErr
-		} else {
+		err := b.ranErr
+		if o != b.ran {
 			err = o.runOn(s.txFor(o))
 		}
 		if err == nil || errors.Is(err, ErrStateChanged) {
@@ -278,23 +271,24 @@ func (s *sqliteStore) runBatch(tx driver.Tx, batch []*op, ran *op, ranErr error)
 		// it stands. Undo it all and run every op alone, so that one op's
 		// failure stays its own and nobody is told of a write that was
 		// undone.
-		tx.Rollback()
+		b.tx.Rollback()
 		s.runEach(batch)
-		return
+		return nil
 	}
 	head, err := s.appendHistory(batch...)
 	if err != nil {
-		tx.Rollback()
+		b.tx.Rollback()
 		s.runEach(batch)
-		return
+		return nil
 	}
-	if err := tx.Commit(); err != nil {
+	if err := b.tx.Commit(); err != nil {
 		// SQLite reports its own file's failures: nothing was committed.
 		failAll(batch, fmt.Errorf("commit: %w", err))
-		return
+		return nil
 	}
 	s.chain.advance(head)
 	s.ncommits.Add(1)
+	return nil
 }
 
 // appendHistory writes the history entries the ops recorded, chained after
