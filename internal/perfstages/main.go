@@ -18,6 +18,8 @@ package main
 import (
 	"bufio"
 	"cmp"
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +27,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"lhrelay/internal/app"
 )
 
 // A stage is a part of a transfer and the frames that mark a sample as its.
@@ -62,30 +66,34 @@ var stages = []stage{
 	{"relay: other Go", regexp.MustCompile(`internal/relay\.`)},
 }
 
-func main() {
-	usPerTx := flag.Float64("us-per-tx", 0, "the relay's CPU per transfer in µs, measured without perf; 0 prints shares only")
-	minShare := flag.Float64("min-share", 0.4, "fold the unclaimed lines under this share (in %) into one")
-	flag.Parse()
+func main() { app.Main(run) }
+
+func run(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("perfstages", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	usPerTx := fs.Float64("us-per-tx", 0, "the relay's CPU per transfer in µs, measured without perf; 0 prints shares only")
+	minShare := fs.Float64("min-share", 0.4, "fold the unclaimed lines under this share (in %) into one")
+	if err := fs.Parse(args); err != nil {
+		return app.Report(stderr, "perfstages", app.Bad(err))
+	}
 	in := io.Reader(os.Stdin)
-	if flag.NArg() > 0 {
-		f, err := os.Open(flag.Arg(0))
+	if fs.NArg() > 0 {
+		f, err := os.Open(fs.Arg(0))
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "perfstages:", err)
-			os.Exit(2)
+			return app.Report(stderr, "perfstages", app.Bad(err))
 		}
 		defer f.Close()
 		in = f
 	}
 	counts, total, err := attribute(in)
+	if err == nil && total == 0 {
+		err = errors.New("no samples in the input (perf script -F ip,sym)")
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "perfstages: reading perf script output:", err)
-		os.Exit(2)
+		return app.Report(stderr, "perfstages", app.Badf("reading perf script's output: %w", err))
 	}
-	if total == 0 {
-		fmt.Fprintln(os.Stderr, "perfstages: no samples in the input (perf script -F ip,sym)")
-		os.Exit(2)
-	}
-	write(os.Stdout, counts, total, *usPerTx, *minShare)
+	write(stdout, counts, total, *usPerTx, *minShare)
+	return app.ExitOK
 }
 
 // attribute reads perf script's samples (a header line, then one indented

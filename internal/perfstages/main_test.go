@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -40,4 +42,15 @@ func TestWrite(t *testing.T) {
 		" 10.0%     5.0 µs  answer write (TCP send)\n"+
 		" 10.0%     5.0 µs  other (each under 20.0%)\n"+
 		"10 samples\n")
+}
+
+// TestRunRefusesEmptyInput: a file with no samples (perf script run on
+// the wrong data, or without -F ip,sym) is a bad input, exit 2, one line.
+func TestRunRefusesEmptyInput(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.txt")
+	assert.NilError(t, os.WriteFile(empty, nil, 0o600))
+	var stdout, stderr strings.Builder
+	assert.Equal(t, run(context.Background(), []string{empty}, &stdout, &stderr), 2)
+	assert.Equal(t, stderr.String(), "perfstages: reading perf script's output: no samples in the input (perf script -F ip,sym)\n")
+	assert.Equal(t, stdout.String(), "")
 }
