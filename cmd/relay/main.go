@@ -41,8 +41,8 @@
 // the relay is not stopping, else 503). Bind it to an address only the
 // monitoring network reaches.
 //
-// A new connection has --frame-timeout to finish its TLS handshake and
-// start its first frame; one address holds at most --max-conns-per-addr
+// A new connection has the shorter of --frame-timeout and --idle-timeout
+// to finish its TLS handshake and start its first frame; one address holds at most --max-conns-per-addr
 // connections (default half of --max-conns), so that silent or hostile
 // connections cannot take every slot (SPEC 5.7).
 //

@@ -159,10 +159,11 @@ func (c *conn) serve() {
 	log := c.s.log
 	log.Debug("connection opened", "remote", c.remote)
 	// A new connection must finish its TLS handshake and start its first
-	// frame within FrameTimeout of being accepted: one that sends nothing
-	// would otherwise hold its MaxConns slot for IdleTimeout (SPEC 5.7).
-	// Only between frames may it wait IdleTimeout.
-	firstBy := time.Now().Add(c.s.frameTimeout)
+	// frame within the shorter of FrameTimeout and IdleTimeout of being
+	// accepted (SPEC 5.7): the wait for the first frame is idle time too,
+	// and one that sends nothing would otherwise hold its MaxConns slot
+	// for IdleTimeout. Between frames it waits IdleTimeout.
+	firstBy := time.Now().Add(c.s.firstFrameTimeout())
 	if !c.handshake(firstBy) {
 		return
 	}
@@ -263,6 +264,10 @@ func isPrefixError(err error) bool {
 	return errors.As(err, &pe)
 }
 
+// firstFrameTimeout is how long a new connection may take to finish its
+// handshake and start its first frame.
+func (s *Server) firstFrameTimeout() time.Duration { return min(s.frameTimeout, s.idleTimeout) }
+
 // logReadEnd logs why reading stopped: the channel closing is routine; a
 // timeout or an error inside a frame is worth a warning.
 func (c *conn) logReadEnd(err error, where string) {
@@ -280,7 +285,7 @@ func (c *conn) logReadEnd(err error, where string) {
 		// A flood of silent connections must not become a flood of lines.
 		n := c.s.silent.Add(1)
 		if everySecond(&c.s.lastSilentLog) {
-			log.Warn("connection closed: no frame started within frame-timeout of connecting", "remote", c.remote, "frame_timeout", c.s.frameTimeout, "closed_total", n)
+			log.Warn("connection closed: no frame started in time after connecting", "remote", c.remote, "waited", c.s.firstFrameTimeout(), "closed_total", n)
 		}
 	case errors.Is(err, os.ErrDeadlineExceeded) && where == "between frames":
 		log.Info("connection closed: idle timeout", "remote", c.remote, "idle_timeout", c.s.idleTimeout)

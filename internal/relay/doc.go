@@ -116,8 +116,8 @@
 //
 // Exhaustion (SPEC 5.7): a slot of MaxConns is worth something only to a
 // connection that uses it. A new connection must finish its TLS handshake
-// and start its first frame within FrameTimeout, or it is closed; only
-// between frames may it wait IdleTimeout. One remote address holds at most
+// and start its first frame within the shorter of FrameTimeout and
+// IdleTimeout, or it is closed; between frames it waits IdleTimeout. One remote address holds at most
 // MaxConnsPerAddr connections (by default half of MaxConns: a gateway
 // carrying many channels fits, one address alone cannot take every slot);
 // one more is closed unread, as a MaxConns refusal. While MaxConns itself
@@ -224,8 +224,8 @@
 // which names its user and host, goes to the log).
 //
 // Timeouts: a new connection waiting for the first byte of its first frame
-// is closed after FrameTimeout, one waiting between frames after
-// IdleTimeout; once that byte has arrived the whole frame must arrive
+// is closed after the shorter of FrameTimeout and IdleTimeout, one waiting
+// between frames after IdleTimeout; once that byte has arrived the whole frame must arrive
 // within FrameTimeout or the connection is dropped (nothing of a partial
 // frame is processed). An answer that cannot be written within FrameTimeout
 // (a channel that does not read) drops the connection too.

@@ -29,7 +29,7 @@ func (e *env) dialFrom(local string) net.Conn {
 // nothing holds its slot for FrameTimeout, not IdleTimeout (SPEC 5.7).
 func TestSilentConnectionClosedAtFrameTimeout(t *testing.T) {
 	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: 200 * time.Millisecond, idleTimeout: time.Hour})
-	logged := e.log.When("no frame started within frame-timeout")
+	logged := e.log.When("no frame started in time after connecting")
 	c := e.dial()
 	expectClosed(t, c) // within dial's 10 s deadline, so long before the hour
 	waitFor(t, logged, "the log line")
@@ -40,6 +40,29 @@ func TestSilentConnectionClosedAtFrameTimeout(t *testing.T) {
 func TestSilentTLSConnectionClosedAtFrameTimeout(t *testing.T) {
 	ca := testkit.NewCA(t, "relay CA")
 	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: 200 * time.Millisecond, idleTimeout: time.Hour, tls: channelTLS(t, ca, ca)})
+	logged := e.log.When("TLS handshake failed")
+	c := e.dial()
+	expectClosed(t, c)
+	waitFor(t, logged, "the log line")
+}
+
+// TestSilentConnectionClosedAtIdleTimeout: when --idle-timeout is the
+// shorter, a new connection that sends nothing is closed after it, not
+// after the first-frame deadline of FrameTimeout (SPEC 5.7: the wait for
+// the first frame is idle time too).
+func TestSilentConnectionClosedAtIdleTimeout(t *testing.T) {
+	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: time.Hour, idleTimeout: 200 * time.Millisecond})
+	logged := e.log.When("no frame started in time after connecting")
+	c := e.dial()
+	expectClosed(t, c) // within dial's 10 s deadline, so long before the hour
+	waitFor(t, logged, "the log line")
+}
+
+// TestSilentTLSConnectionClosedAtIdleTimeout: the same for a connection
+// that never starts its TLS handshake.
+func TestSilentTLSConnectionClosedAtIdleTimeout(t *testing.T) {
+	ca := testkit.NewCA(t, "relay CA")
+	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: time.Hour, idleTimeout: 200 * time.Millisecond, tls: channelTLS(t, ca, ca)})
 	logged := e.log.When("TLS handshake failed")
 	c := e.dial()
 	expectClosed(t, c)

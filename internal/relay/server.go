@@ -157,7 +157,7 @@ type Server struct {
 	handshakeFailed  atomic.Int64 // channel TLS handshakes that failed
 	lastHandshakeLog atomic.Int64 // unix nanos of the last such log line
 	lastPingLog      atomic.Int64 // unix nanos of the last not-ready log line
-	silent           atomic.Int64 // connections closed for sending nothing within FrameTimeout
+	silent           atomic.Int64 // connections closed for sending nothing within firstFrameTimeout
 	lastSilentLog    atomic.Int64 // unix nanos of the last such log line
 	inFlight         atomic.Int64 // frames from their first byte to their answer being ready
 	handling         atomic.Int64 // frames from being whole to their answer being ready
