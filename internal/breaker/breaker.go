@@ -3,14 +3,22 @@
 // The breaker opens on evidence that the core is down or failing, never on
 // a handful of slow calls from a core that answers everything else:
 //
-//   - Failures calls in a row that could not connect (ConnectFailure:
-//     refused, connect timeout, failed handshake): a core that refuses
-//     connections is down, and every such call costs little to count;
+//   - Failures calls in a row that got no answer, none answered in between
+//     (ConnectFailure: refused, connect timeout, failed handshake; or
+//     Failure: connected, then timed out or lost the connection): a core
+//     that answers nothing is down or hung, at any traffic, a single
+//     channel's included (SPEC 5.10). An answered call starts the run
+//     again, and "in between" is while the failed call was under way: one
+//     that fails after the core answered another call since it was sent
+//     is a slow call among answered ones and is not counted. So eight slow
+//     transfers that time out together, while fast ones are answered
+//     around them, make no run; a core that answers nothing does, whether
+//     one channel or a thousand are calling it;
 //   - or, over the last Window, at least MinCalls calls of which at least
-//     Rate failed (ConnectFailure or Failure: a call that timed out). A
-//     core that times out on every call (hung, or so slow that nothing
-//     finishes) reaches it; a burst of individually slow transfers among
-//     fast ones does not, however many come in a row, and neither does a
+//     Rate failed, counting as failed only the calls that the run would
+//     count (none answered while they were under way; the others are left
+//     out of the window's counts). So a burst of individually slow
+//     transfers among fast ones does not reach it, and neither does a
 //     slow-but-alive core whose calls admission keeps within the timeout
 //     (package admit).
 //
@@ -21,10 +29,9 @@
 //
 // The state machine is github.com/sony/gobreaker/v2's (its two-step form:
 // Allow before the call, the verdict after it; its rolling window of
-// buckets counts the calls of the last Window). The run of connection
-// failures is counted here, since gobreaker's counts do not tell one kind
-// of failure from another. This package adds what the
-// relay needs around it: counts of opens and refused calls for /metrics, a
+// buckets counts the calls of the last Window). The run of unanswered
+// calls is counted here, since gobreaker's counts do not know when each
+// call was sent. This package adds what the relay needs around it: counts of opens and refused calls for /metrics, a
 // timer that moves an open breaker to half-open when its cool-down ends (so
 // the state shown in /metrics and /readyz, and the log line, change on
 // time rather than at the next call), and excluded outcomes (a call cut
@@ -61,16 +68,16 @@ type Verdict int
 const (
 	// Success: the core answered (whatever it answered).
 	Success Verdict = iota
-	// Failure: the call connected and then failed to get an answer in
-	// time (timed out). It counts towards the failure rate only.
+	// Failure: the call connected and then got no answer (timed out, or
+	// the connection broke). It counts towards both the run of Failures
+	// and the failure rate.
 	Failure
 
 	// Excluded: the call says nothing about the core (cancelled by a
 	// stopping relay, say); it is not counted.
 	Excluded
 	// ConnectFailure: the call could not connect (refused, connect
-	// timeout, failed handshake): it counts towards both the run of
-	// Failures and the failure rate.
+	// timeout, failed handshake): it counts like Failure.
 	ConnectFailure
 )
 
@@ -84,7 +91,7 @@ var (
 type Settings struct {
 	// Name names the core it guards (its URL): the label in /metrics.
 	Name string
-	// Failures is how many calls in a row that could not connect open the
+	// Failures is how many calls in a row that got no answer open the
 	// breaker. New returns nil (no breaker) for 0.
 	Failures int
 	// Window is how far back the failure rate looks (a rolling window of
@@ -124,10 +131,14 @@ type Breaker struct {
 	cooldown time.Duration
 	opens    atomic.Int64
 	refused  atomic.Int64
-	// connFails is the run of calls in a row that could not connect; it
-	// is written before the verdict reaches gobreaker, whose ReadyToTrip
+	// unanswered is the run of calls in a row that got no answer; it is
+	// written before the verdict reaches gobreaker, whose ReadyToTrip
 	// reads it.
-	connFails atomic.Int64
+	unanswered atomic.Int64
+	// epoch is the breaker's start; lastAnswer is when, since epoch, the
+	// core last answered a call (monotonic, in nanoseconds).
+	epoch      time.Time
+	lastAnswer atomic.Int64
 	// tripped says which rule opened the breaker last, for its error.
 	tripped atomic.Value // string
 }
@@ -151,6 +162,7 @@ func New(s Settings) (*Breaker, error) {
 		window:   cmp.Or(s.Window, DefaultWindow),
 		minCalls: cmp.Or(s.MinCalls, DefaultMinCalls),
 		rate:     cmp.Or(s.Rate, DefaultRate),
+		epoch:    time.Now(),
 	}
 	b.tripped.Store("")
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
@@ -189,16 +201,22 @@ func (b *Breaker) Allow() (done func(Verdict), err error) {
 		b.refused.Add(1)
 		return nil, fmt.Errorf("%w (%s; probing again after %v)", ErrOpen, b.Why(), b.cooldown)
 	}
+	sent := time.Since(b.epoch).Nanoseconds()
 	return func(v Verdict) {
 		switch v {
 		case Success:
-			b.connFails.Store(0)
+			b.lastAnswer.Store(time.Since(b.epoch).Nanoseconds())
+			b.unanswered.Store(0)
 			report(nil)
-		case Failure:
-			b.connFails.Store(0) // it connected
-			report(errFailure)
-		case ConnectFailure:
-			b.connFails.Add(1)
+		case Failure, ConnectFailure:
+			// A call the core answered another call during is a slow
+			// call among answered ones: it says nothing of a core that
+			// answers nothing, so it counts in neither rule.
+			if b.lastAnswer.Load() > sent {
+				report(errExcluded)
+				return
+			}
+			b.unanswered.Add(1)
 			report(errFailure)
 		default:
 			report(errExcluded)
@@ -209,8 +227,8 @@ func (b *Breaker) Allow() (done func(Verdict), err error) {
 // readyToTrip is the policy (package comment). It runs under gobreaker's
 // lock, after each failure, with the window's counts.
 func (b *Breaker) readyToTrip(c gobreaker.Counts) bool {
-	if n := b.connFails.Load(); n >= int64(b.failures) {
-		b.tripped.Store(fmt.Sprintf("%d calls in a row could not connect", n))
+	if n := b.unanswered.Load(); n >= int64(b.failures) {
+		b.tripped.Store(fmt.Sprintf("%d calls in a row got no answer (could not connect, timed out or lost the connection)", n))
 		return true
 	}
 	counted := c.TotalSuccesses + c.TotalFailures
@@ -249,6 +267,6 @@ func (b *Breaker) Refused() int64 { return b.refused.Load() }
 // Cooldown is how long the breaker stays open.
 func (b *Breaker) Cooldown() time.Duration { return b.cooldown }
 
-// Failures is how many calls in a row that could not connect open the
+// Failures is how many calls in a row that got no answer open the
 // breaker.
 func (b *Breaker) Failures() int { return b.failures }

@@ -24,9 +24,10 @@ func TestNew(t *testing.T) {
 	assert.ErrorContains(t, err, "cool-down")
 }
 
-// Connection failures in a row open it; a success or a timeout (it
-// connected) between them starts the run again; excluded calls do not
-// count; a refused call is counted.
+// Calls in a row with no answer open it, whether they could not connect
+// or timed out, mixed in any order; an answered call between them starts
+// the run again; excluded calls do not count; a refused call is counted.
+// The rate rule is kept out of reach (MinCalls 100).
 func TestCounting(t *testing.T) {
 	b, err := breaker.New(breaker.Settings{Name: "core", Failures: 3, Cooldown: time.Hour, MinCalls: 100})
 	assert.NilError(t, err)
@@ -39,14 +40,14 @@ func TestCounting(t *testing.T) {
 	call(breaker.ConnectFailure)
 	call(breaker.ConnectFailure)
 	call(breaker.Success)
-	call(breaker.ConnectFailure)
-	call(breaker.ConnectFailure)
 	call(breaker.Failure)
-	call(breaker.ConnectFailure)
+	call(breaker.Failure)
+	call(breaker.Success)
+	call(breaker.Failure)
 	call(breaker.ConnectFailure)
 	call(breaker.Excluded)
 	assert.Equal(t, b.State(), breaker.Closed)
-	call(breaker.ConnectFailure)
+	call(breaker.Failure)
 	assert.Equal(t, b.State(), breaker.Open)
 	assert.Equal(t, b.Opens(), int64(1))
 	_, err = b.Allow()
@@ -73,12 +74,12 @@ func TestOneProbeAtATime(t *testing.T) {
 	assert.Equal(t, <-changes, breaker.Closed)
 }
 
-// Timeouts count towards the failure rate only: any number of them in a
-// row among enough answered calls leaves it closed; a window where the
-// rate is reached with the minimum number of calls opens it, and its
-// error says which rule did.
+// The failure rate, with the run rule out of reach (Failures 100): timeouts
+// among enough answered calls leave it closed; a window where the rate is
+// reached with the minimum number of calls opens it, and its error says
+// which rule did.
 func TestFailureRate(t *testing.T) {
-	b, err := breaker.New(breaker.Settings{Name: "core", Failures: 3, Cooldown: time.Hour, Window: time.Hour, MinCalls: 10, Rate: 0.5})
+	b, err := breaker.New(breaker.Settings{Name: "core", Failures: 100, Cooldown: time.Hour, Window: time.Hour, MinCalls: 10, Rate: 0.5})
 	assert.NilError(t, err)
 	call := func(v breaker.Verdict) {
 		t.Helper()
@@ -92,13 +93,13 @@ func TestFailureRate(t *testing.T) {
 	for range 11 {
 		call(breaker.Failure)
 	}
-	assert.Equal(t, b.State(), breaker.Closed, "11 timeouts in a row among 23 calls: under half")
+	assert.Equal(t, b.State(), breaker.Closed, "11 timeouts among 23 calls: under half")
 	call(breaker.Failure)
 	assert.Equal(t, b.State(), breaker.Open, "12 of 24 failed")
 	_, err = b.Allow()
 	assert.ErrorContains(t, err, "12 of the last 24 calls")
 
-	few, err := breaker.New(breaker.Settings{Name: "core", Failures: 3, Cooldown: time.Hour, Window: time.Hour, MinCalls: 10})
+	few, err := breaker.New(breaker.Settings{Name: "core", Failures: 100, Cooldown: time.Hour, Window: time.Hour, MinCalls: 10})
 	assert.NilError(t, err)
 	for range 9 {
 		done, err := few.Allow()
@@ -109,4 +110,30 @@ func TestFailureRate(t *testing.T) {
 
 	_, err = breaker.New(breaker.Settings{Failures: 3, Cooldown: time.Second, Rate: 1.5})
 	assert.ErrorContains(t, err, "rate")
+}
+
+// A call that fails after the core answered another one sent later is a
+// slow call among answered ones: it counts in neither rule (here the rate
+// rule would open at 2 failures in 4 calls). Calls sent after the last
+// answer do, however they overlap.
+func TestRunCountsOnlyCallsSentSinceTheLastAnswer(t *testing.T) {
+	b, err := breaker.New(breaker.Settings{Name: "core", Failures: 2, Cooldown: time.Hour, Window: time.Hour, MinCalls: 2, Rate: 0.5})
+	assert.NilError(t, err)
+	allow := func() func(breaker.Verdict) {
+		t.Helper()
+		done, err := b.Allow()
+		assert.NilError(t, err)
+		return done
+	}
+	slow1, slow2, slow3 := allow(), allow(), allow()
+	allow()(breaker.Success) // answered while the slow ones wait
+	slow1(breaker.Failure)
+	slow2(breaker.Failure)
+	slow3(breaker.ConnectFailure)
+	assert.Equal(t, b.State(), breaker.Closed, "three slow calls among answered ones")
+
+	hung1, hung2 := allow(), allow()
+	hung1(breaker.Failure)
+	hung2(breaker.Failure)
+	assert.Equal(t, b.State(), breaker.Open, "two calls sent since the last answer, neither answered")
 }

@@ -2,8 +2,8 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net/http"
 
 	"lhrelay/internal/breaker"
 	"lhrelay/internal/corecall"
@@ -24,11 +24,12 @@ func (s *Server) callCore(call *corecall.Prepared) (res corecall.Result, sent bo
 	return res, true
 }
 
-// verdict is what a call says about the core: a call that could not
-// connect says the most (a run of them opens the breaker), one that timed
-// out counts towards the failure rate only (package breaker). Any answer —
-// B2xx, E500, a 200 that does not decode — means the core is there. A
-// connection refused on a reused keep-alive connection, or a call cut
+// verdict is what a call says about the core: a call that got no answer
+// (it could not connect; or it connected, then timed out or lost the
+// connection; or a gateway in front of the core answered 504 for it)
+// counts towards the breaker (package breaker). Any answer of the core's
+// own — B2xx, E500, a 200 that does not decode — means the core is there.
+// A connection refused on a reused keep-alive connection, or a call cut
 // short by a stopping relay, says nothing either way.
 func (s *Server) verdict(res corecall.Result) breaker.Verdict {
 	switch {
@@ -38,7 +39,7 @@ func (s *Server) verdict(res corecall.Result) breaker.Verdict {
 		return breaker.Excluded
 	case res.Source == generated.SourceConnectFail:
 		return breaker.ConnectFailure
-	case errors.Is(res.Err, context.DeadlineExceeded):
+	case res.Status == 0 || res.Status == http.StatusGatewayTimeout:
 		return breaker.Failure
 	}
 	return breaker.Success

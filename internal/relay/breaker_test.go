@@ -148,7 +148,58 @@ func TestBreakerOpensOnTimeoutsAndAProbeClosesIt(t *testing.T) {
 	}
 }
 
-// Only failures to connect and timeouts count: a core that answers E500 or
+// TestBreakerOpensForOneChannel: a core that accepts connections and never
+// answers, one channel sending one transfer at a time, the breaker's
+// failure-rate rule at its default (20 calls, out of reach at this pace):
+// --breaker-failures timeouts in a row open it (SPEC 5.10), so the next
+// transfer is E902 at once, FAILED/E902 and never sent, and /readyz is 503.
+func TestBreakerOpensForOneChannel(t *testing.T) {
+	const failures = 3
+	const timeout = 200 * time.Millisecond
+	core := startSickCore(t)
+	br, err := breaker.New(breaker.Settings{Name: core.srv.URL, Failures: failures, Cooldown: time.Hour})
+	assert.NilError(t, err)
+	oe := startObserved(t, observed{coreURL: core.srv.URL, metrics: true, more: func(c *envConfig) {
+		c.breaker = br
+		c.timeout = timeout
+	}})
+	for range failures {
+		assert.Equal(t, oe.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspReadTimeout))
+	}
+	assert.Equal(t, br.State(), breaker.Open)
+	assert.Assert(t, strings.Contains(br.Why(), "in a row got no answer"), br.Why())
+	status, body := oe.get("/readyz")
+	assert.Equal(t, status, http.StatusServiceUnavailable, body)
+
+	connsBefore := core.conns.Load()
+	guid := testkit.GUID()
+	assert.Equal(t, oe.roundTrip(transferFrame(t, guid)).code(), string(generated.RspConnectFail))
+	assert.Equal(t, core.conns.Load(), connsBefore, "nothing sent while open")
+	row := oe.row(guid)
+	assert.Equal(t, row.State, ledger.StateFailed)
+	assert.Equal(t, row.RspCode, string(generated.RspConnectFail))
+}
+
+// TestBreakerSlowAmongAnswered: timeouts each followed by an answered call
+// never open it, however many, since none is a run (SPEC 5.10: slow calls
+// among answered ones never do).
+func TestBreakerSlowAmongAnswered(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	core := startSickCore(t)
+	br, err := breaker.New(breaker.Settings{Name: core.srv.URL, Failures: 2, Cooldown: time.Hour, MinCalls: 1000})
+	assert.NilError(t, err)
+	e := startEnv(t, envConfig{coreURL: core.srv.URL, ledger: true, breaker: br, timeout: timeout})
+	for range 6 {
+		core.sick.Store(true)
+		assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspReadTimeout))
+		core.sick.Store(false)
+		assert.Equal(t, e.roundTrip(transferFrame(t, testkit.GUID())).code(), string(generated.RspHTTP200))
+	}
+	assert.Equal(t, br.State(), breaker.Closed)
+	assert.Equal(t, br.Opens(), int64(0))
+}
+
+// Only calls that got no answer count: a core that answers E500 or
 // B2xx is a core that is there.
 func TestBreakerIgnoresCoreAnswers(t *testing.T) {
 	br, err := breaker.New(breaker.Settings{Name: "core", Failures: 2, Cooldown: time.Minute})
