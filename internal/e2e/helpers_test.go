@@ -42,8 +42,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binaries builds cmd/relay, cmd/coresim, cmd/resolve and cmd/reprocess
-// once per test run and returns the first two's paths (binPath gives the
+// binaries builds cmd/relay, cmd/coresim, cmd/resolve, cmd/reprocess and
+// cmd/ledger once per test run and returns the first two's paths (binPath gives the
 // others). It skips
 // the test in -short mode.
 func binaries(t *testing.T) (relayBin, coresimBin string) {
@@ -57,7 +57,7 @@ func binaries(t *testing.T) (relayBin, coresimBin string) {
 			return
 		}
 		args := append([]string{"build"}, buildFlags...)
-		args = append(args, "-o", binDir+string(filepath.Separator), "lhrelay/cmd/relay", "lhrelay/cmd/coresim", "lhrelay/cmd/resolve", "lhrelay/cmd/reprocess")
+		args = append(args, "-o", binDir+string(filepath.Separator), "lhrelay/cmd/relay", "lhrelay/cmd/coresim", "lhrelay/cmd/resolve", "lhrelay/cmd/reprocess", "lhrelay/cmd/ledger")
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -59,6 +59,23 @@
 //     about 7% of the relay's CPU at 64 channels (one run, alternating,
 //     six pairs: 1–25% less in each). Durability does not change (each
 //     COMMIT still fsyncs the WAL); the WAL a restart replays is longer.
+//     On a file system smaller than 16 times that (about 260 MB), fewer
+//     pages: a sixteenth of the file system (walPages), because the WAL
+//     must never take the room its own checkpoint needs. A transfer
+//     writes about 20 KB of WAL (at 8 channels) for about 1.2 KB of
+//     rows; a checkpoint grows the database file by the pages the WAL
+//     holds that it has not, and until it has run the WAL cannot start
+//     again from its beginning. A WAL allowed 16 MB on a 16 MiB disk
+//     fills the disk, its checkpoint finds no room to grow the file
+//     (SQLite ignores a failed automatic checkpoint), and every COMMIT
+//     from then on needs more WAL: each fails with "database or disk is
+//     full", for good, though nothing but the WAL is on the disk.
+//   - journal_size_limit, twice the checkpoint's WAL: a WAL file keeps
+//     the size it once reached. Cut back at the first COMMIT after a
+//     checkpoint, it gives back what a transaction far larger than the
+//     threshold (or a checkpoint held off by a reader) made it grow to,
+//     and leaves alone the few pages each checkpoint's last batch adds
+//     past the threshold.
 //
 // The files are opened as SQLite URIs with mode=rwc (Open) or mode=rw
 // (OpenExisting): SQLite never creates a directory, and mode=rw never

@@ -106,9 +106,9 @@ func openSQLite(path string, cfg config) (*sqliteStore, string, error) {
 	if err := applySchema(ctx, s.wconn, cfg.mustExist); err != nil {
 		return fail(err)
 	}
-	// Only the writer commits, so only its connection checkpoints (the
-	// package doc says why not every 1,000 pages).
-	if _, err := s.wconn.ExecContext(ctx, "PRAGMA wal_autocheckpoint = "+strconv.Itoa(walCheckpointPages)); err != nil {
+	// Only the writer commits, so only its connection checkpoints and
+	// cuts the WAL back (the package doc says why at these sizes).
+	if err := s.boundWAL(ctx); err != nil {
 		return fail(err)
 	}
 
@@ -201,9 +201,63 @@ func classifyOpenErr(err error) error {
 	return err
 }
 
-// walCheckpointPages is how many pages the WAL holds before a COMMIT
-// copies them into the database file (doc.go).
+// walCheckpointPages is how many pages the WAL holds at most before a
+// COMMIT copies them into the database file (doc.go), where the file
+// system is large enough (walPages).
 const walCheckpointPages = 4000
+
+// walShare is the most of its file system the WAL may fill before it is
+// checkpointed: one part in walShare.
+const walShare = 16
+
+// walFrameHeader and walHeader are the bytes a WAL adds to each page it
+// holds and at its start.
+const (
+	walFrameHeader = 24
+	walHeader      = 32
+)
+
+// walPages is the checkpoint threshold, in pages, for a ledger on a file
+// system of fsBytes (0: unknown) with pages of pageSize bytes:
+// walCheckpointPages, or fewer so that the WAL takes at most a
+// walShare-th of the file system. A checkpoint needs room to copy the
+// WAL's pages into the database file, which grows by as many pages as the
+// WAL holds new ones; a WAL allowed as much as the disk holds (16 MB on a
+// 16 MiB file system) takes that room itself, and then no commit succeeds
+// again: the checkpoint fails for want of space, so the WAL never starts
+// again from its beginning, and every commit needs more WAL.
+func walPages(fsBytes, pageSize int64) int64 {
+	n := int64(walCheckpointPages)
+	if fsBytes > 0 && pageSize > 0 {
+		n = min(n, fsBytes/walShare/(pageSize+walFrameHeader))
+	}
+	return max(n, 1)
+}
+
+// boundWAL sets the writer's checkpoint threshold (walPages) and the size
+// the WAL file is cut back to after a checkpoint: twice the threshold's
+// bytes. A WAL file keeps the size it once reached, however little of it
+// is in use; twice the threshold leaves alone the few pages the last
+// batch before each checkpoint adds past it, and takes back what a
+// transaction far larger than the threshold (or a checkpoint held off by
+// a reader) made the file grow to.
+func (s *sqliteStore) boundWAL(ctx context.Context) error {
+	var pageSize int64
+	if err := s.wconn.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
+		return fmt.Errorf("read page_size: %w", err)
+	}
+	pages := walPages(fileSystemSize(filepath.Dir(s.path)), pageSize)
+	limit := 2*pages*(pageSize+walFrameHeader) + walHeader
+	for _, q := range []string{
+		"PRAGMA wal_autocheckpoint = " + strconv.FormatInt(pages, 10),
+		"PRAGMA journal_size_limit = " + strconv.FormatInt(limit, 10),
+	} {
+		if _, err := s.wconn.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // dsn builds the SQLite URI for the file. The path is escaped so that '%',
 // '?' and '#' in it stay part of the file name; SQLite ignores the driver's

@@ -204,7 +204,10 @@
 // carries the decoded request, header fields and body unmasked, for tracing
 // on a test system.
 //
-// Other lines: ledger failures and panics at error (always with the GUID),
+// Other lines: ledger failures and panics at error (always with the GUID;
+// a claim the ledger could not write, which a full disk makes every claim,
+// at most one line a second with a running count: each frame's own line
+// has its GUID and the error),
 // frame and idle timeouts, refused connections (max-conns, the per-address
 // share, --allow, silent new connections and failed TLS handshakes: at most
 // one line a second each), connection opened/closed at debug, and Shutdown's two lines

@@ -174,7 +174,12 @@ func (c *conn) process(st *frameState) []byte {
 				s.abandon(uc, tx.Code, rec)
 				return rec.Response
 			}
-			s.log.Error("ledger claim failed; answering from the row as read, or CONNECT_FAIL: nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err)
+			// A full disk or a lost database fails every claim: one line
+			// a second, with a running count, as for refused connections.
+			// Each frame's own line has its GUID and the error.
+			if n := s.claimFailed.Add(1); everySecond(&s.lastClaimLog) {
+				s.log.Error("ledger claim failed; answering from the row as read, or CONNECT_FAIL: nothing sent", "remote", c.remote, "guid", st.guid, "tx", tx.Code, "err", err, "failed_total", n)
+			}
 			return c.answerFromRead(st, lreq, err)
 		}
 		st.claim, st.state, st.attempts = claim.Outcome, claim.State, claim.Attempts

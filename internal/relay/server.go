@@ -157,6 +157,8 @@ type Server struct {
 	handshakeFailed  atomic.Int64 // channel TLS handshakes that failed
 	lastHandshakeLog atomic.Int64 // unix nanos of the last such log line
 	lastPingLog      atomic.Int64 // unix nanos of the last not-ready log line
+	claimFailed      atomic.Int64 // claims the ledger failed to write
+	lastClaimLog     atomic.Int64 // unix nanos of the last such log line
 	silent           atomic.Int64 // connections closed for sending nothing within firstFrameTimeout
 	lastSilentLog    atomic.Int64 // unix nanos of the last such log line
 	inFlight         atomic.Int64 // frames from their first byte to their answer being ready

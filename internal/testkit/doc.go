@@ -4,8 +4,9 @@
 // listens on (core.go), the ledger's two stores and raw access to their
 // rows (ledger.go), a channel-side LH-STD responder (responder.go),
 // certificates made on the spot (certs.go), the settings-sources cases
-// every command runs (sources.go) and a log buffer a test can wait on
-// (syncbuffer.go).
+// every command runs (sources.go), a log buffer a test can wait on
+// (syncbuffer.go) and a small file system to fill, free and remount
+// (disk.go).
 //
 // It imports neither package ledger, relay nor batch, whose own in-package
 // tests use it: what it needs from them the caller passes in (OpenRaw's
