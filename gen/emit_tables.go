@@ -211,8 +211,9 @@ func (gn generator) emitRegistry(l *Layouts) *File {
 	docComment(f, "ErrNoLookup is LookupPath's error for a transaction settled without a lookup.")
 	f.Var().Id("ErrNoLookup").Op("=").Qual("errors", "New").Call(Lit("the transaction declares lookup none: it is settled without asking the core"))
 
-	docComment(f, "FieldSpec describes one request field for a channel client: what to")
-	docComment(f, "send when the caller gives no value.")
+	docComment(f, "FieldSpec describes one request field for a channel client (what to")
+	docComment(f, "send when the caller gives no value) and for tests (which values the")
+	docComment(f, "field holds and which it refuses).")
 	f.Type().Id("FieldSpec").Struct(
 		Id("Name").String().Comment("layout name, e.g. WD_ACCT"),
 		Id("JSON").String().Comment("the core's JSON key, which Set takes"),
@@ -228,6 +229,12 @@ func (gn generator) emitRegistry(l *Layouts) *File {
 		Id("VaryMin").Int64(),
 		Id("VaryMax").Int64(),
 		Id("Vary").Bool(),
+		Comment("Codes lists a C field's wire codes, its code map's, in layout order."),
+		Id("Codes").Index().String(),
+		Comment("Min is the smallest value of an integer N field (option min=);"),
+		Comment("HasMin is false when the layout declares none."),
+		Id("Min").Int64(),
+		Id("HasMin").Bool(),
 	)
 
 	docComment(f, "Transaction is one registered transaction code and how it reaches the core.")
@@ -337,6 +344,12 @@ func fieldSpecs(fields []*Field) Code {
 			}
 			if fd.Vary {
 				items = append(items, Id("VaryMin").Op(":").Lit(int(fd.VaryMin)), Id("VaryMax").Op(":").Lit(int(fd.VaryMax)), Id("Vary").Op(":").True())
+			}
+			if fd.Map != "" {
+				items = append(items, Id("Codes").Op(":").Id(goName(fd.Map)+"Codes").Call())
+			}
+			if fd.HasMin {
+				items = append(items, Id("Min").Op(":").Lit(int(fd.Min)), Id("HasMin").Op(":").True())
 			}
 			g.Values(items...)
 		}

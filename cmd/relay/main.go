@@ -316,6 +316,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"settle_every", cliflag.FormatSeconds(o.settle.every)+"s",
 		"settle_min_age", cliflag.FormatSeconds(o.settle.minAge)+"s",
 		"stale_sent", cliflag.FormatSeconds(o.settle.staleSent)+"s",
+		"trust_lookup_404", o.settle.trustLookup404,
 	)
 	lk.reloadOnHUP(ctx, hup, o.links.channel, log)
 	fmt.Fprintf(stdout, "relay listening on %s\n", ln)

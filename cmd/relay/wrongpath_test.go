@@ -76,3 +76,42 @@ func TestRelaySettlerAtWrongPath(t *testing.T) {
 	assert.Equal(t, sim.PostCount(guid), 1)
 	r.stopAndWait(t)
 }
+
+// TestRelaySettlerTrustLookup404: a core that answers the lookup of an
+// unknown transfer exactly as a path it does not serve (404 {"error":"not
+// found"} for both) gives the relay's settler no evidence that its 404s
+// are the lookup's; with --trust-lookup-404, the operator's word, they
+// settle the row as resolve's do: FAILED/E902.
+func TestRelaySettlerTrustLookup404(t *testing.T) {
+	sim := coresim.New(coresim.Config{})
+	alike := testkit.FrameworkNotFound(sim, testkit.Fixed(`{"error":"not found"}`), testkit.Fixed(`{"error":"not found"}`))
+	r := startRunCore(t, alike, "--settle-every", "0.05", "--settle-min-age", "0", "--stale-sent", "0", "--trust-lookup-404")
+	r.drain()
+	settled := r.stderr.When("failed=1")
+
+	ctx := context.Background()
+	guid := channel.NewGUID()
+	frame := testkit.Transfer(t, guid, nil)
+	req, err := wire.ParseRequest(frame)
+	assert.NilError(t, err)
+	l, err := ledger.Open(r.db)
+	assert.NilError(t, err)
+	defer l.Close()
+	claim, err := l.Claim(ctx, ledger.Request{GUID: guid, TxCode: req.Tx.Code, Frame: frame, Body: frame[generated.HeaderLen:]})
+	assert.NilError(t, err)
+	assert.Equal(t, claim.Outcome, ledger.Owned)
+	rec, _ := outcome.OfCall(nil, &req.Header, corecall.Result{Source: generated.SourceReadTimeout}, time.Now())
+	assert.NilError(t, l.Finish(ctx, guid, 1, rec))
+
+	select {
+	case <-settled:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the relay did not settle the row; log:\n%s", r.stderr.String())
+	}
+	row, err := l.Get(ctx, guid)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, ledger.StateFailed)
+	assert.Equal(t, row.RspCode, string(generated.SourceConnectFail.Code()))
+	assert.Assert(t, strings.Contains(r.stderr.String(), "trust_lookup_404=true"), r.stderr.String())
+	r.stopAndWait(t)
+}

@@ -1,13 +1,14 @@
 // Command reprocess resends the requests that definitely never reached the
 // core (SPEC §7):
 //
-//	reprocess --db PATH --core URL --max-attempts N [--dry-run]
+//	reprocess --db PATH --core URL --max-attempts N [--dry-run] [--trust-lookup-404]
 //
 // Only rows in FAILED with E902 and fewer than N attempts are selected. Each
 // is first looked up at the core by its transaction's own lookup, as
 // resolve does: a row the core posted (a lookup that came too early made it
 // FAILED while its call was under way) becomes DONE/0000 from the lookup
-// and is not sent (posted_already); one it never posted is re-claimed
+// and is not sent (posted_already); one it never posted (a 404 trusted as
+// resolve trusts it, --trust-lookup-404 included) is re-claimed
 // (SENT, attempts+1) with a conditional update, sent with its stored
 // request and GUID, and its outcome recorded exactly as the relay records
 // it. A read (no lookup declared) is sent without one. UNKNOWN rows are
@@ -50,5 +51,6 @@ func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writ
 	defer l.Close()
 	return batch.Reprocess(ctx, l, client, batch.ReprocessConfig{
 		MaxAttempts: *maxAttempts, DryRun: *dryRun, Now: time.Now(), Out: stdout, Progress: app.Counter(os.Stderr, "reprocess"), Log: c.Logger(),
+		Guard: core.Guard(),
 	})
 }

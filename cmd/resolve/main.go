@@ -1,7 +1,7 @@
 // Command resolve settles ledger rows whose result is unknown by asking the
 // core, and never POSTs (SPEC §7):
 //
-//	resolve --db PATH --core URL --min-age SECONDS [--stale-sent SECONDS] [--guid GUID[,GUID…]]
+//	resolve --db PATH --core URL --min-age SECONDS [--stale-sent SECONDS] [--guid GUID[,GUID…]] [--trust-lookup-404]
 //
 // For each UNKNOWN row last updated at least --min-age seconds ago, and each
 // SENT row older than --stale-sent (orphaned by a relay that died mid-call;
@@ -9,9 +9,11 @@
 // declares in its layout (for a transfer, GET /v1/transfers/{guid}):
 // 200 → DONE/0000 with a response frame built from the lookup, so the
 // channel's retry is answered with it; 404 → FAILED/E902, safe to resend,
-// once the 404 is shown to come from the lookup's route and not a --core
-// with a wrong path (batch.LookupGuard; else the rows stay and the run
-// exits 1 naming --core); anything else → unchanged. A read declared "lookup none" becomes
+// unless the core answers a new GUID's lookup exactly as a path it does not
+// serve and no lookup answered it 200, as a --core with a wrong path does
+// (batch.LookupGuard: the rows stay and the run exits 1 naming --core;
+// --trust-lookup-404 takes the operator's word for such a core); anything
+// else → unchanged. A read declared "lookup none" becomes
 // FAILED/E902 without a core call; a row of a TX_CODE this binary does not
 // know is left unchanged (unknown_tx). --guid settles only the rows of the
 // GUIDs it lists (the same rules, the same ages). Exit status 0 when every row was handled, 1 when
@@ -53,7 +55,7 @@ func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writ
 	defer l.Close()
 	return batch.Resolve(ctx, l, client, batch.ResolveConfig{
 		MinAge: minAge, StaleSent: staleSent, Now: time.Now(), Progress: app.Counter(os.Stderr, "resolve"), Log: c.Logger(),
-		GUIDs: splitList(*guids),
+		GUIDs: splitList(*guids), Guard: core.Guard(),
 	})
 }
 

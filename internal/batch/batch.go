@@ -9,10 +9,11 @@
 // itself (internal/settle), carries no command-line machinery.
 //
 // A lookup's 404 makes a row resendable, so it must come from the lookup
-// itself, not from a core reached at the wrong path: resolve trusts a
-// transaction's 404s only once LookupGuard has seen its lookup route
-// served, and otherwise leaves the rows and exits 1 naming the core's URL;
-// reprocess's lookup before each resend goes through the same guard.
+// itself, not from a core reached at the wrong path: LookupGuard distrusts
+// a transaction's 404s when the core answers a new GUID's lookup exactly as
+// a path it does not serve and no lookup of it answered 200, and then
+// resolve leaves the rows and exits 1 naming the core's URL; reprocess's
+// lookup before each resend goes through the same guard.
 //
 // Every command selects rows, then handles each with a conditional ledger
 // transition: a row that the relay (or another batch run) changed in the

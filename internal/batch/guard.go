@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,6 +28,13 @@ var ErrLookupUnverified = fmt.Errorf("%w: a lookup's 404 could not be trusted", 
 // ResolveOutcomes: the summary line shows it only when it happened.
 const OutcomeUnverified = "unverified"
 
+// The flag of every settler (resolve, reprocess, the relay) that sets
+// LookupGuard.TrustNotFound.
+const (
+	TrustNotFoundFlag  = "trust-lookup-404"
+	TrustNotFoundUsage = "take every lookup's 404 as never posted, unchecked: only for a core known to answer an unknown transfer exactly as a path it does not serve, with --core known right"
+)
+
 // probeSuffix is appended to a lookup's path to make one that no core
 // serves, for LookupGuard's comparison.
 const probeSuffix = "/lhrelay-no-such-path"
@@ -35,26 +44,31 @@ const probeSuffix = "/lhrelay-no-such-path"
 // again). A core reached at the wrong path (a typo in --core's path)
 // answers 404 to every lookup; trusted, that 404 would turn posted
 // transfers into resendable ones, and reprocess or the channel's retry
-// would post them twice. So a 404 settles a row only once the lookup's
-// route is shown to be served, for that transaction, by one of:
+// would post them twice. So a 404 is distrusted on evidence that the
+// lookup's route is not served, and only on that (SPEC §7): both
 //
-//  1. A lookup of the transaction answered 200 (in this run, or in this
-//     settler's rounds within TTL): the route exists.
-//  2. The ledger holds a row of the transaction as posted (DONE/0000): the
-//     newest is looked up. 200 trusts the route. 404 refutes it: the core
-//     denies a transfer it posted, so its 404s mean nothing here.
-//  3. The ledger holds none (a new ledger, or one purged of them): a
-//     random GUID is looked up, and the same path with probeSuffix added.
-//     The first must answer 404, and the second differently (another
-//     status or another media type): a core answering both alike answers
-//     a path it does not serve as it answers the lookup, so the 404 is
-//     not the lookup's. The suffix keeps the whole path, so a gateway or
-//     framework that routes by prefix sends both to the same place.
+//   - the lookup of a random GUID (one nobody sent) answers exactly as the
+//     same path with probeSuffix added, a path no core serves: the same
+//     status, the same media type and the same body once each request's
+//     path and GUID are masked (corecall.Answer). The suffix keeps the
+//     whole path, so a gateway or framework that routes by prefix sends
+//     both to the same place; and
+//   - no lookup of the transaction has answered 200 from this core: not in
+//     this run, nor in this settler's rounds within TTL, nor the lookup of
+//     the newest row the ledger holds as posted (DONE/0000), made first.
 //
-// Otherwise the rows stay as they are and the run ends with
-// ErrLookupUnverified, naming the core's URL: the operator checks --core.
-// A refusal is not remembered past the run (a core that was down for the
-// check is asked again next time); a trust is, for TTL.
+// A core that answers an unknown transfer 404 {"error":"no such transfer"}
+// and an unknown path 404 {"error":"no such path"} is trusted on a new
+// ledger. A posted row that the core denies (its lookup answers 404) is
+// not evidence about the route: it is logged, and the probes decide.
+//
+// A distrusted 404 leaves the rows as they are and the run ends with
+// ErrLookupUnverified, naming the core's URL: the operator checks --core,
+// or, for a core that really answers both alike, says TrustNotFound
+// (--trust-lookup-404). A check the core gives no answer to leaves the
+// rows too, as an unreachable core does. A refusal is not remembered past
+// the run (a core fixed meanwhile is asked again next time); a trust is,
+// for TTL.
 //
 // A LookupGuard is safe for concurrent use.
 type LookupGuard struct {
@@ -62,6 +76,10 @@ type LookupGuard struct {
 	// that established it only (each Resolve without a guard of its own
 	// makes a fresh one).
 	TTL time.Duration
+	// TrustNotFound is the operator's word (--trust-lookup-404) that the
+	// core's lookups are served even though it answers them as it
+	// answers paths it does not serve: every 404 settles, unchecked.
+	TrustNotFound bool
 
 	mu      sync.Mutex
 	trusted map[string]time.Time // TX_CODE → until when
@@ -94,65 +112,95 @@ type UnverifiedError struct {
 }
 
 func (e *UnverifiedError) Error() string {
-	return fmt.Sprintf("%s lookups answering 404 are not trusted to mean never posted: %s; check that --core %s is the core's base URL (GET %s%s)", e.Tx, e.Why, e.Core, e.Core, e.Path)
+	return fmt.Sprintf("%s lookups answering 404 are not trusted to mean never posted: %s; check that --core %s is the core's base URL (GET %s%s); if it is and the core answers both alike, --%s trusts its 404s", e.Tx, e.Why, e.Core, e.Core, e.Path, TrustNotFoundFlag)
 }
 
 func (e *UnverifiedError) Unwrap() error { return ErrLookupUnverified }
 
-// check returns nil when tx's 404s may settle rows, or an error
-// (an *UnverifiedError when the core's answers refute or cannot show the
-// route). body is a request of tx, for lookup paths that hold request
-// fields.
-func (g *LookupGuard) check(ctx context.Context, l *ledger.Ledger, core *corecall.Client, tx *generated.Transaction, body generated.RequestBody) error {
-	if g.trustedNow(tx.Code) {
+// check returns nil when tx's 404s may settle rows; an *UnverifiedError
+// when the core's answers show the lookup's route unserved; an error
+// matching ErrCoreUnreachable when the core gave the check no usable
+// answer; any other error is the ledger's. body is a request of tx, for
+// lookup paths that hold request fields.
+func (g *LookupGuard) check(ctx context.Context, l *ledger.Ledger, core *corecall.Client, tx *generated.Transaction, body generated.RequestBody, log *slog.Logger) error {
+	if g.TrustNotFound || g.trustedNow(tx.Code) {
 		return nil
-	}
-	unverified := func(path, format string, args ...any) error {
-		return &UnverifiedError{Tx: tx.Code, Core: core.Base(), Path: path, Why: fmt.Sprintf(format, args...)}
 	}
 	posted, ok, err := l.Newest(ctx, ledger.Filter{States: []ledger.State{ledger.StateDone}, RspCode: string(generated.RspHTTP200), TxCode: tx.Code})
 	if err != nil {
 		return err
 	}
+	// denied: why the newest posted row did not show the route served.
+	var denied string
 	if ok {
-		r, err := wire.ParseRequest(posted.Request)
-		if err != nil {
-			return unverified("", "the stored request of %s, which the ledger holds as posted, does not decode: %v", posted.GUID, err)
+		if denied = confirmPosted(ctx, core, tx, posted); denied == "" {
+			g.trust(tx.Code)
+			return nil
 		}
-		path, _ := r.Body.LookupPath(posted.GUID)
-		found, err := core.Lookup(ctx, tx, posted.GUID, r.Body)
-		switch {
-		case err != nil:
-			return unverified(path, "the lookup of %s, which the ledger holds as posted, failed: %v", posted.GUID, err)
-		case !found.Posted:
-			return unverified(path, "the core answered 404 to the lookup of %s, which the ledger holds as posted (DONE/%s)", posted.GUID, generated.RspHTTP200)
-		}
-		g.trust(tx.Code)
-		return nil
 	}
 	random := channel.NewGUID()
 	path, err := body.LookupPath(random)
 	if err != nil {
 		return fmt.Errorf("the lookup path of %s: %w", tx.Code, err)
 	}
+	noAnswer := func(format string, args ...any) error {
+		return fmt.Errorf("%w to check %s lookups answering 404: %s", ErrCoreUnreachable, tx.Code, fmt.Sprintf(format, args...))
+	}
 	lookup, err := core.Probe(ctx, path, random)
 	if err != nil {
-		return unverified(path, "the ledger holds no posted %s to check the lookup with, and the lookup of a new GUID failed: %v", tx.Code, err)
+		return noAnswer("the lookup of a new GUID failed: %v", err)
 	}
 	if lookup.Status != http.StatusNotFound {
-		return unverified(path, "the ledger holds no posted %s to check the lookup with, and the core answered HTTP %d to the lookup of a new GUID", tx.Code, lookup.Status)
+		return noAnswer("the core answered HTTP %d to the lookup of a new GUID", lookup.Status)
 	}
 	wrong, err := core.Probe(ctx, path+probeSuffix, random)
 	if err != nil {
-		return unverified(path, "the ledger holds no posted %s to check the lookup with, and GET %s failed: %v", tx.Code, path+probeSuffix, err)
+		return noAnswer("GET %s failed: %v", path+probeSuffix, err)
 	}
 	if wrong == lookup {
-		return unverified(path, "the ledger holds no posted %s to check the lookup with, and the core answers the lookup of a new GUID as it answers a path it does not serve (HTTP %d %q)", tx.Code, wrong.Status, wrong.MediaType)
+		why := fmt.Sprintf("the core answers the lookup of a new GUID exactly as it answers a path it does not serve (HTTP %d %q, body %s once the path and GUID are masked), and no lookup of %s has answered 200 from it", wrong.Status, wrong.MediaType, quoteBody(wrong.Body), tx.Code)
+		if denied != "" {
+			why += " (" + denied + ")"
+		}
+		return &UnverifiedError{Tx: tx.Code, Core: core.Base(), Path: path, Why: why}
+	}
+	if denied != "" {
+		log.Warn("a row the ledger holds as posted is not confirmed by the core's lookup, whose route is served: its 404s are trusted; if this core is not the one the relay posts to, fix --core",
+			"tx", tx.Code, "core", core.Base(), "posted", posted.GUID, "why", denied)
 	}
 	g.trust(tx.Code)
 	return nil
 }
 
+// confirmPosted looks up posted, a row the ledger holds as posted, and
+// returns "" when the core answers 200 (tx's lookup route is served), else
+// why not.
+func confirmPosted(ctx context.Context, core *corecall.Client, tx *generated.Transaction, posted ledger.Row) string {
+	r, err := wire.ParseRequest(posted.Request)
+	if err != nil {
+		return fmt.Sprintf("the stored request of %s, which the ledger holds as posted, does not decode: %v", posted.GUID, err)
+	}
+	found, err := core.Lookup(ctx, tx, posted.GUID, r.Body)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("the lookup of %s, which the ledger holds as posted, failed: %v", posted.GUID, err)
+	case !found.Posted:
+		return fmt.Sprintf("the core answered 404 to the lookup of %s, which the ledger holds as posted (DONE/%s)", posted.GUID, generated.RspHTTP200)
+	}
+	return ""
+}
+
+// maxQuotedBody bounds how much of a body a refusal quotes.
+const maxQuotedBody = 200
+
+// quoteBody is body quoted for a message, cut at maxQuotedBody bytes.
+func quoteBody(body string) string {
+	if len(body) > maxQuotedBody {
+		return strconv.Quote(body[:maxQuotedBody]) + "…"
+	}
+	return strconv.Quote(body)
+}
+
 // isUnverified reports whether err is the guard's refusal (rather than the
-// ledger's failure).
+// core's silence or the ledger's failure).
 func isUnverified(err error) bool { return errors.Is(err, ErrLookupUnverified) }

@@ -1,8 +1,11 @@
 package batch
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
 
@@ -58,8 +62,9 @@ func testResolveWrongPathNewLedger(t *testing.T, tl *testLedger) {
 
 // TestResolveWrongPathCheckedAgainstPosted: with a posted transfer in the
 // ledger (DONE/0000), the guard looks it up: at the wrong path the core
-// denies it, so no 404 settles anything; at the right one it confirms it,
-// and a 404 settles the row never posted.
+// denies it and answers a new GUID's lookup as a path it does not serve,
+// so no 404 settles anything, and the refusal names the denied row; at the
+// right one it confirms it, and a 404 settles the row never posted.
 func TestResolveWrongPathCheckedAgainstPosted(t *testing.T) {
 	eachStore(t, testResolveWrongPathCheckedAgainstPosted)
 }
@@ -90,8 +95,8 @@ func testResolveWrongPathCheckedAgainstPosted(t *testing.T, tl *testLedger) {
 }
 
 // TestLookupGuardSameAnswers: a core that answers everything it does not
-// serve exactly as it answers a lookup's 404 (same status, same media
-// type) gives no evidence.
+// serve exactly as it answers a lookup's 404 (same status, same media type,
+// same body) is distrusted; the same core reached at its root is not.
 func TestLookupGuardSameAnswers(t *testing.T) {
 	eachStore(t, testLookupGuardSameAnswers)
 }
@@ -102,14 +107,14 @@ func testLookupGuardSameAnswers(t *testing.T, tl *testLedger) {
 	// The simulator's 404 for a lookup is JSON and for an unknown path
 	// text: a client at the root sees them differ, one below /api does not.
 	var guard LookupGuard
-	err := guard.check(context.Background(), tl.l, c.clientAt(t, "/api"), txOf(t, tl, g), bodyOf(t, tl, g))
+	err := guard.check(context.Background(), tl.l, c.clientAt(t, "/api"), txOf(t, tl, g), bodyOf(t, tl, g), discard)
 	var ue *UnverifiedError
 	assert.Assert(t, errors.As(err, &ue), "%v", err)
 	assert.Assert(t, strings.HasPrefix(ue.Path, "/v1/transfers/"), "the lookup's own path: %s", ue.Path)
 	assert.Equal(t, ue.Core, c.srv.URL+"/api")
-	assert.ErrorContains(t, err, "as it answers a path it does not serve (HTTP 404 \"text/plain\")")
+	assert.ErrorContains(t, err, "exactly as it answers a path it does not serve (HTTP 404 \"text/plain\", body \"404 page not found\\n\" once the path and GUID are masked)")
 	assert.Assert(t, !guard.trustedNow(txOf(t, tl, g).Code), "a refusal is not remembered")
-	assert.NilError(t, guard.check(context.Background(), tl.l, c.client(t), txOf(t, tl, g), bodyOf(t, tl, g)))
+	assert.NilError(t, guard.check(context.Background(), tl.l, c.client(t), txOf(t, tl, g), bodyOf(t, tl, g), discard))
 	assert.Assert(t, guard.trustedNow(txOf(t, tl, g).Code))
 }
 
@@ -125,4 +130,183 @@ func bodyOf(t *testing.T, tl *testLedger, guid string) generated.RequestBody {
 	r, err := wire.ParseRequest(tl.row(guid).Request)
 	assert.NilError(t, err)
 	return r.Body
+}
+
+// discard is a logger that logs nothing.
+var discard = slog.New(slog.DiscardHandler)
+
+// Framework-style 404s: JSON for both, and a different body for an
+// unknown transfer and for a path the core does not serve.
+const (
+	noSuchTransfer = `{"error":"no such transfer"}`
+	noSuchPath     = `{"error":"no such path"}`
+)
+
+// TestResolveFrameworkNotFoundNewLedger: a core that answers the lookup of
+// an unknown transfer 404 {"error":"no such transfer"} and a path it does
+// not serve 404 {"error":"no such path"}, both JSON as most web frameworks
+// answer, is trusted on a brand-new ledger (no DONE row yet): its 404
+// settles a row FAILED/E902, its 200 DONE, and the run exits 0. The
+// never-posted row is the older, so it is looked up before any 200.
+func TestResolveFrameworkNotFoundNewLedger(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		c := newCore(t)
+		c.answer404(testkit.Fixed(noSuchTransfer), testkit.Fixed(noSuchPath))
+		never := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 2*time.Hour)
+		posted := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+		c.post(t, tl, posted)
+
+		s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
+		assert.NilError(t, err)
+		assert.Equal(t, s.String(), "resolve: selected=2 done=1 failed=1 unreachable=0 skipped=0 unknown_tx=0 undecodable=0")
+		assert.Equal(t, tl.row(never).State, ledger.StateFailed)
+		assert.Equal(t, tl.row(never).RspCode, string(generated.RspConnectFail))
+		assert.Equal(t, tl.row(posted).State, ledger.StateDone)
+		assert.Equal(t, tl.row(posted).RspCode, string(generated.RspHTTP200))
+		assert.Equal(t, c.sim.PostCount(posted), 1)
+	})
+}
+
+// TestReprocessFrameworkNotFoundNewLedger: reprocess on a brand-new ledger
+// whose core answers framework-style 404s looks the row up, trusts the 404
+// and sends it, once.
+func TestReprocessFrameworkNotFoundNewLedger(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		c := newCore(t)
+		c.answer404(testkit.Fixed(noSuchTransfer), testkit.Fixed(noSuchPath))
+		g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+		s, err := Reprocess(context.Background(), tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.NilError(t, err)
+		assert.Equal(t, s.String(), "reprocess: selected=1 skipped=0 not_tried=0 exhausted=0 0000=1")
+		r := tl.row(g)
+		assert.Equal(t, r.State, ledger.StateDone)
+		assert.Equal(t, r.Attempts, 2)
+		assert.Equal(t, c.sim.PostCount(g), 1)
+	})
+}
+
+// alikeCores are cores whose lookup of an unknown transfer and whose path
+// not served answer alike once the request's path and GUID are masked:
+// the same fixed body, a body echoing the path (as it is, and with JSON's
+// escaped slashes), a body echoing the GUID.
+var alikeCores = []struct {
+	name string
+	body testkit.NotFound404
+}{
+	{"same body", testkit.Fixed(`{"error":"not found"}`)},
+	{"path echoed", func(r *http.Request) string { return `{"error":"not found","path":"` + r.URL.Path + `"}` }},
+	{"path echoed escaped", func(r *http.Request) string {
+		return `{"error":"not found","path":"` + strings.ReplaceAll(r.URL.Path, "/", `\/`) + `"}`
+	}},
+	{"GUID echoed", func(r *http.Request) string { return `{"error":"not found","guid":"` + r.Header.Get("X-Guid") + `"}` }},
+}
+
+// TestResolveAlikeAnswersDistrusted: a core answering an unknown
+// transfer's lookup exactly as a path it does not serve, with no lookup
+// that ever answered 200, is distrusted: the row is unchanged, the run
+// exits 1 saying why and naming --trust-lookup-404. With
+// --trust-lookup-404 (TrustNotFound) the same 404 settles it FAILED/E902.
+func TestResolveAlikeAnswersDistrusted(t *testing.T) {
+	for _, tc := range alikeCores {
+		t.Run(tc.name, func(t *testing.T) {
+			eachStore(t, func(t *testing.T, tl *testLedger) {
+				c := newCore(t)
+				c.answer404(tc.body, tc.body)
+				g := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+				before := tl.row(g)
+
+				s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
+				assert.ErrorIs(t, err, ErrLookupUnverified)
+				assert.ErrorIs(t, err, ErrCoreUnreachable, "exit status 1")
+				assert.ErrorContains(t, err, "the core answers the lookup of a new GUID exactly as it answers a path it does not serve (HTTP 404 \"application/json\"")
+				assert.ErrorContains(t, err, "and no lookup of "+before.TxCode+" has answered 200 from it")
+				assert.ErrorContains(t, err, "--trust-lookup-404")
+				assert.Equal(t, s.Count(OutcomeUnverified), 1)
+				assert.DeepEqual(t, tl.row(g), before)
+
+				s, err = Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now(), Guard: &LookupGuard{TrustNotFound: true}})
+				assert.NilError(t, err)
+				assert.Equal(t, s.Count("failed"), 1)
+				assert.Equal(t, tl.row(g).State, ledger.StateFailed)
+				assert.Equal(t, tl.row(g).RspCode, string(generated.RspConnectFail))
+			})
+		})
+	}
+}
+
+// TestReprocessAlikeAnswersDistrusted: reprocess through the same guard:
+// distrusted, the row is not sent and unchanged and the run exits 1;
+// with TrustNotFound it is sent.
+func TestReprocessAlikeAnswersDistrusted(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		c := newCore(t)
+		body := alikeCores[0].body
+		c.answer404(body, body)
+		g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+		before := tl.row(g)
+		s, err := Reprocess(context.Background(), tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.ErrorIs(t, err, ErrLookupUnverified)
+		assert.ErrorIs(t, err, ErrCoreUnreachable)
+		assert.ErrorContains(t, err, "exactly as it answers a path it does not serve")
+		assert.Equal(t, s.Count(OutcomeUnverified), 1)
+		assert.DeepEqual(t, tl.row(g), before)
+		assert.Equal(t, c.posts.Load(), int64(0))
+
+		s, err = Reprocess(context.Background(), tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now(), Guard: &LookupGuard{TrustNotFound: true}})
+		assert.NilError(t, err)
+		assert.Equal(t, s.Count(string(generated.RspHTTP200)), 1)
+		assert.Equal(t, c.sim.PostCount(g), 1)
+	})
+}
+
+// TestResolveTrustsAfterA200InTheRun: with a core whose two answers are
+// alike, a lookup answering 200 in the run shows the route served: the
+// 404 looked up before it stays unverified (unchanged, exit 1), the 404s
+// after it settle.
+func TestResolveTrustsAfterA200InTheRun(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		c := newCore(t)
+		body := alikeCores[0].body
+		c.answer404(body, body)
+		first := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 3*time.Hour)
+		posted := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 2*time.Hour)
+		after := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+		c.post(t, tl, posted)
+
+		s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
+		assert.ErrorIs(t, err, ErrLookupUnverified)
+		assert.Equal(t, s.String(), "resolve: selected=3 done=1 failed=1 unreachable=0 skipped=0 unknown_tx=0 undecodable=0 unverified=1")
+		assert.Equal(t, tl.row(first).State, ledger.StateUnknown)
+		assert.Equal(t, tl.row(posted).State, ledger.StateDone)
+		assert.Equal(t, tl.row(after).State, ledger.StateFailed)
+
+		// The next run looks up the posted row (DONE/0000 now): 200.
+		s, err = Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
+		assert.NilError(t, err)
+		assert.Equal(t, s.Count("failed"), 1)
+		assert.Equal(t, tl.row(first).State, ledger.StateFailed)
+	})
+}
+
+// TestResolveDeniedPostedRowIsNoEvidence: the newest row the ledger holds
+// as posted (DONE/0000) is denied by the core (its lookup answers 404),
+// but the core answers an unknown transfer and a path it does not serve
+// differently: the route is served, so its 404 settles the row, and the
+// denial is logged as a warning naming the posted GUID.
+func TestResolveDeniedPostedRowIsNoEvidence(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		c := newCore(t)
+		c.answer404(testkit.Fixed(noSuchTransfer), testkit.Fixed(noSuchPath))
+		denied := tl.seed(ledger.StateDone, generated.RspHTTP200, 2*time.Hour) // the core never saw it
+		g := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+		var log bytes.Buffer
+		s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now(),
+			Log: slog.New(slog.NewTextHandler(&log, nil))})
+		assert.NilError(t, err)
+		assert.Equal(t, s.Count("failed"), 1)
+		assert.Equal(t, tl.row(g).State, ledger.StateFailed)
+		assert.Assert(t, strings.Contains(log.String(), "level=WARN"), log.String())
+		assert.Assert(t, strings.Contains(log.String(), "posted="+denied), log.String())
+		assert.Assert(t, strings.Contains(log.String(), "the core answered 404 to the lookup of "+denied), log.String())
+	})
 }

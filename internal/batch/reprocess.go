@@ -137,6 +137,7 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	}
 	// One run's lookups share what they learn of the core (resolveState).
 	st := newResolveState(l, core, cfg.Guard, cfg.Now)
+	st.log = log
 	done := 0
 	var (
 		unreachable ledger.Row

@@ -80,6 +80,7 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 		return s, fmt.Errorf("resolve: %w", err)
 	}
 	st := newResolveState(l, core, cfg.Guard, cfg.Now)
+	st.log = log
 	done := 0
 	seen := map[string]struct{}{}
 	only := map[string]bool{}
@@ -174,8 +175,11 @@ func (st *resolveState) lookUp(ctx context.Context, guid string, r *wire.Request
 	if found.Posted {
 		st.guard.trust(r.Tx.Code)
 	} else if err := st.checkNotFound(ctx, r.Tx, r.Body); err != nil {
-		if isUnverified(err) {
+		switch {
+		case isUnverified(err):
 			return rec, OutcomeUnverified, err
+		case errors.Is(err, ErrCoreUnreachable):
+			return rec, outcomeUnreachable, err
 		}
 		return rec, "", err
 	}
@@ -193,6 +197,7 @@ type resolveState struct {
 	core  *corecall.Client
 	guard *LookupGuard
 	now   time.Time
+	log   *slog.Logger
 	// refused: the guard's refusal of a transaction's 404s, asked once
 	// per run; firstRefusal the first, for the run's error.
 	refused      map[string]error
@@ -205,15 +210,17 @@ func newResolveState(l *ledger.Ledger, core *corecall.Client, guard *LookupGuard
 	if guard == nil {
 		guard = &LookupGuard{}
 	}
-	return &resolveState{l: l, core: core, guard: guard, refused: map[string]error{}, now: now}
+	return &resolveState{l: l, core: core, guard: guard, refused: map[string]error{}, now: now, log: slog.New(slog.DiscardHandler)}
 }
 
-// checkNotFound returns nil when a 404 of tx may settle a row, else why not.
+// checkNotFound returns nil when a 404 of tx may settle a row, else why not
+// (LookupGuard.check). A refusal is kept for the rest of the run, until a
+// lookup of tx answers 200: from then on tx's route is trusted.
 func (st *resolveState) checkNotFound(ctx context.Context, tx *generated.Transaction, body generated.RequestBody) error {
-	if err, ok := st.refused[tx.Code]; ok {
+	if err, ok := st.refused[tx.Code]; ok && !st.guard.trustedNow(tx.Code) {
 		return err
 	}
-	err := st.guard.check(ctx, st.l, st.core, tx, body)
+	err := st.guard.check(ctx, st.l, st.core, tx, body, st.log)
 	if isUnverified(err) {
 		st.refused[tx.Code] = err
 		if st.firstRefusal == nil {

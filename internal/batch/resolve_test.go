@@ -35,6 +35,8 @@ type core struct {
 	// when set, runs as each one arrives, before the core serves it.
 	requests atomic.Int64
 	before   atomic.Pointer[func(http.ResponseWriter, *http.Request)]
+	// notFound, when set, serves in the simulator's place (answer404).
+	notFound atomic.Pointer[http.Handler]
 }
 
 func newCore(t *testing.T) *core {
@@ -53,10 +55,22 @@ func newCore(t *testing.T) *core {
 			http.Error(w, "maintenance", http.StatusServiceUnavailable)
 			return
 		}
+		if h := c.notFound.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
 		c.sim.ServeHTTP(w, r)
 	}))
 	t.Cleanup(c.srv.Close)
 	return c
+}
+
+// answer404 makes c answer its 404s as a web framework does
+// (testkit.FrameworkNotFound): JSON, lookup's body for an unknown
+// transfer, path's for a path it does not serve.
+func (c *core) answer404(lookup, path testkit.NotFound404) {
+	h := testkit.FrameworkNotFound(c.sim, lookup, path)
+	c.notFound.Store(&h)
 }
 
 func (c *core) client(t *testing.T) *corecall.Client { return clientOf(t, c.srv.URL) }

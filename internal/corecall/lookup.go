@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"lhrelay/internal/generated"
@@ -78,25 +79,52 @@ func quoteOrMissing(s *string) string {
 // trailing slash.
 func (c *Client) Base() string { return c.base }
 
-// Answer is the shape of a core's answer to a GET: its status and the media
-// type of its body, without parameters ("" when it declares none).
+// Answer is the shape of a core's answer to a GET: its status, the media
+// type of its body without parameters ("" when it declares none), and its
+// body (at most maxBody bytes) with the request's own path and GUID
+// replaced by MaskPath and MaskGUID. Two answers are the same answer when
+// they are equal (==): a 404 handler that echoes the path or the GUID it
+// was asked about answers two requests alike.
 type Answer struct {
 	Status    int
 	MediaType string
+	Body      string
 }
+
+// The marks that stand in an Answer's body for the request's path and GUID.
+const (
+	MaskPath = "{path}"
+	MaskGUID = "{guid}"
+)
 
 // Probe GETs path below the base URL and says how the core answered, for
 // settling's check that a lookup's 404 comes from the lookup's own route
 // (batch.LookupGuard). Only a GET is ever sent; guid goes in X-GUID as on
-// every call. No answer is an error.
+// every call. No answer, or a body that cannot be read whole, is an error.
 func (c *Client) Probe(ctx context.Context, path, guid string) (Answer, error) {
 	res := c.exchange(ctx, time.Now(), http.MethodGet, path, guid, nil, nil)
 	if res.err != nil {
 		return Answer{}, fmt.Errorf("corecall: GET %s: %w", path, res.err)
 	}
+	if res.resp.bodyErr != nil {
+		return Answer{}, fmt.Errorf("corecall: GET %s: HTTP %d: reading the answer: %w", path, res.resp.status, res.resp.bodyErr)
+	}
 	mt, _, err := mime.ParseMediaType(res.resp.contentType)
 	if err != nil {
 		mt = ""
 	}
-	return Answer{Status: res.resp.status, MediaType: mt}, nil
+	return Answer{Status: res.resp.status, MediaType: mt, Body: mask(string(res.resp.body), c.prefix+path, path, guid)}, nil
+}
+
+// mask replaces in body the request target (target, or path without the
+// base URL's prefix), as it is or with its slashes escaped as JSON
+// encoders may ("\/"), by MaskPath, then guid by MaskGUID. The longer
+// forms go first, so that the target is masked whole.
+func mask(body, target, path, guid string) string {
+	r := strings.NewReplacer(
+		target, MaskPath, strings.ReplaceAll(target, "/", `\/`), MaskPath,
+		path, MaskPath, strings.ReplaceAll(path, "/", `\/`), MaskPath,
+		guid, MaskGUID,
+	)
+	return r.Replace(body)
 }

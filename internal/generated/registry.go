@@ -85,8 +85,9 @@ const (
 // ErrNoLookup is LookupPath's error for a transaction settled without a lookup.
 var ErrNoLookup = errors.New("the transaction declares lookup none: it is settled without asking the core")
 
-// FieldSpec describes one request field for a channel client: what to
-// send when the caller gives no value.
+// FieldSpec describes one request field for a channel client (what to
+// send when the caller gives no value) and for tests (which values the
+// field holds and which it refuses).
 type FieldSpec struct {
 	Name   string // layout name, e.g. WD_ACCT
 	JSON   string // the core's JSON key, which Set takes
@@ -102,6 +103,12 @@ type FieldSpec struct {
 	VaryMin int64
 	VaryMax int64
 	Vary    bool
+	// Codes lists a C field's wire codes, its code map's, in layout order.
+	Codes []string
+	// Min is the smallest value of an integer N field (option min=);
+	// HasMin is false when the layout declares none.
+	Min    int64
+	HasMin bool
 }
 
 // Transaction is one registered transaction code and how it reaches the core.
@@ -139,7 +146,7 @@ var (
 		Settle:        SettleAsNotPosted,
 		LookupPath:    "",
 		RequestFields: []FieldSpec{
-			{Name: "BANK", JSON: "bank", Offset: 0, Len: 3, Kind: "C", Default: "081", HasDefault: true},
+			{Name: "BANK", JSON: "bank", Offset: 0, Len: 3, Kind: "C", Default: "081", HasDefault: true, Codes: BankCodes()},
 			{Name: "ACCT", JSON: "acct", Offset: 3, Len: 14, Kind: "N", Default: "11002003004007", HasDefault: true},
 		},
 		NewRequest: func() RequestBody {
@@ -161,11 +168,11 @@ var (
 		Settle:        SettleByLookup,
 		LookupPath:    "/v1/transfers/{guid}",
 		RequestFields: []FieldSpec{
-			{Name: "WD_BANK", JSON: "wdBank", Offset: 0, Len: 3, Kind: "C", Default: "081", HasDefault: true},
+			{Name: "WD_BANK", JSON: "wdBank", Offset: 0, Len: 3, Kind: "C", Default: "081", HasDefault: true, Codes: BankCodes()},
 			{Name: "WD_ACCT", JSON: "wdAcct", Offset: 3, Len: 14, Kind: "N", Default: "11002003004007", HasDefault: true},
-			{Name: "DP_BANK", JSON: "dpBank", Offset: 17, Len: 3, Kind: "C", Default: "081", HasDefault: true},
+			{Name: "DP_BANK", JSON: "dpBank", Offset: 17, Len: 3, Kind: "C", Default: "081", HasDefault: true, Codes: BankCodes()},
 			{Name: "DP_ACCT", JSON: "dpAcct", Offset: 20, Len: 14, Kind: "N", Default: "11002003004005", HasDefault: true},
-			{Name: "AMOUNT", JSON: "amount", Offset: 34, Len: 13, Kind: "N", Default: "1000", HasDefault: true, VaryMin: 1, VaryMax: 1000, Vary: true},
+			{Name: "AMOUNT", JSON: "amount", Offset: 34, Len: 13, Kind: "N", Default: "1000", HasDefault: true, VaryMin: 1, VaryMax: 1000, Vary: true, Min: 1, HasMin: true},
 			{Name: "MEMO", JSON: "memo", Offset: 47, Len: 20, Kind: "X", Default: "lhsend", HasDefault: true},
 		},
 		NewRequest: func() RequestBody {

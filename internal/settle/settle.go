@@ -48,6 +48,10 @@ type Config struct {
 	// StaleSent must be longer than any core call a relay on this ledger
 	// may still be making, or a row in flight would be looked up.
 	MinAge, StaleSent time.Duration
+	// TrustLookup404 is the operator's word (--trust-lookup-404) that the
+	// core's lookup 404s mean never posted, unchecked
+	// (batch.LookupGuard's TrustNotFound).
+	TrustLookup404 bool
 	// CoreDown reports whether the core is known to be unreachable (the
 	// relay's breaker is open); a round is skipped while it is. Nil: never.
 	CoreDown func() bool
@@ -105,7 +109,10 @@ func New(cfg Config) (*Settler, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Settler{cfg: cfg, guard: &batch.LookupGuard{TTL: trustFor}}, nil
+	if cfg.TrustLookup404 {
+		cfg.Log.Warn("settling with --trust-lookup-404: every lookup answering 404 settles its row as never posted, unchecked; a wrong --core would make posted transfers resendable")
+	}
+	return &Settler{cfg: cfg, guard: &batch.LookupGuard{TTL: trustFor, TrustNotFound: cfg.TrustLookup404}}, nil
 }
 
 // Run runs a round every Every until ctx ends, and returns once the round

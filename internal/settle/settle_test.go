@@ -230,3 +230,51 @@ func roundAtWrongPath(t *testing.T, db string) {
 		assert.Assert(t, core.sim.PostCount(g) <= 1, g)
 	}
 }
+
+// TestRoundNewLedgerFrameworkNotFound: the relay's settling on a brand-new
+// ledger (no DONE row yet) of a core whose 404s are JSON as most web
+// frameworks answer, one body for an unknown transfer and another for a
+// path it does not serve: the 404s are trusted, the rows settle. A core
+// answering both alike is distrusted (rows unchanged) unless the settler
+// is given TrustLookup404 (--trust-lookup-404).
+func TestRoundNewLedgerFrameworkNotFound(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		lookup, path  string
+		trust         bool
+		failed, unver int
+	}{
+		{"framework", `{"error":"no such transfer"}`, `{"error":"no such path"}`, false, 2, 0},
+		{"alike", `{"error":"not found"}`, `{"error":"not found"}`, false, 0, 2},
+		{"alike, trusted", `{"error":"not found"}`, `{"error":"not found"}`, true, 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testkit.EachStore(t, func(t *testing.T, db string) {
+				l := openLedger(t, db)
+				sim := newLookupCore(t, false)
+				// Never-posted rows only: no lookup answers 200 to vouch
+				// for the route.
+				guids := append(seedUnknown(t, l, sim, 1), seedUnknown(t, l, sim, 1)...)
+				srv := httptest.NewServer(testkit.FrameworkNotFound(sim.sim, testkit.Fixed(tc.lookup), testkit.Fixed(tc.path)))
+				t.Cleanup(srv.Close)
+				core, err := corecall.New(corecall.Config{BaseURL: srv.URL, Timeout: 5 * time.Second})
+				assert.NilError(t, err)
+				s, err := settle.New(settle.Config{Ledger: l, Core: core, Every: time.Hour, StaleSent: time.Hour, TrustLookup404: tc.trust})
+				assert.NilError(t, err)
+				res, sum := s.Round(context.Background())
+				assert.Equal(t, res, settle.Ran)
+				assert.Equal(t, sum.Count("failed"), tc.failed, sum.String())
+				assert.Equal(t, sum.Count(batch.OutcomeUnverified), tc.unver, sum.String())
+				want := ledger.StateFailed
+				if tc.unver > 0 {
+					want = ledger.StateUnknown
+				}
+				for _, g := range guids {
+					row, err := l.Get(context.Background(), g)
+					assert.NilError(t, err)
+					assert.Equal(t, row.State, want, g)
+				}
+			})
+		})
+	}
+}
