@@ -65,8 +65,11 @@ const probeSuffix = "/lhrelay-no-such-path"
 // A distrusted 404 leaves the rows as they are and the run ends with
 // ErrLookupUnverified, naming the core's URL: the operator checks --core,
 // or, for a core that really answers both alike, says TrustNotFound
-// (--trust-lookup-404). A check the core gives no answer to leaves the
-// rows too, as an unreachable core does. A refusal is not remembered past
+// (--trust-lookup-404). A check the core gives no usable answer to (no
+// answer, a new GUID's lookup other than 404, a server error to the path
+// no core serves, which a gateway failing now and then would otherwise
+// turn into a difference) leaves the rows too, as an unreachable core
+// does. A refusal is not remembered past
 // the run (a core fixed meanwhile is asked again next time); a trust is,
 // for TTL.
 //
@@ -154,8 +157,11 @@ func (g *LookupGuard) check(ctx context.Context, l *ledger.Ledger, core *corecal
 		return noAnswer("the core answered HTTP %d to the lookup of a new GUID", lookup.Status)
 	}
 	wrong, err := core.Probe(ctx, path+probeSuffix, random)
-	if err != nil {
+	switch {
+	case err != nil:
 		return noAnswer("GET %s failed: %v", path+probeSuffix, err)
+	case wrong.Status >= http.StatusInternalServerError:
+		return noAnswer("the core answered HTTP %d to GET %s", wrong.Status, path+probeSuffix)
 	}
 	if wrong == lookup {
 		why := fmt.Sprintf("the core answers the lookup of a new GUID exactly as it answers a path it does not serve (HTTP %d %q, body %s once the path and GUID are masked), and no lookup of %s has answered 200 from it", wrong.Status, wrong.MediaType, quoteBody(wrong.Body), tx.Code)

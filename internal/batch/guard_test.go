@@ -310,3 +310,43 @@ func TestResolveDeniedPostedRowIsNoEvidence(t *testing.T) {
 		assert.Assert(t, strings.Contains(log.String(), "the core answered 404 to the lookup of "+denied), log.String())
 	})
 }
+
+// TestGuardCheckUnanswered: the row's lookup answers 404, and the core
+// then gives the guard's comparison no answer (its GET of a path it does
+// not serve fails with 503). That is no evidence either way: the row is
+// unchanged as for an unreachable core (counted unreachable, not
+// unverified), resolve exits 1 and reprocess stops there, no attempt
+// spent.
+func TestGuardCheckUnanswered(t *testing.T) {
+	eachStore(t, func(t *testing.T, tl *testLedger) {
+		c := newCore(t)
+		c.answer404(testkit.Fixed(noSuchTransfer), testkit.Fixed(noSuchPath))
+		before := func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, probeSuffix) {
+				c.failLookups.Store(true) // this GET and the ones after it
+			}
+		}
+		c.before.Store(&before)
+		u := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+		f := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+		rows := map[string]ledger.Row{u: tl.row(u), f: tl.row(f)}
+
+		s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
+		assert.ErrorIs(t, err, ErrCoreUnreachable)
+		assert.Assert(t, !errors.Is(err, ErrLookupUnverified), "%v", err)
+		assert.Equal(t, s.Count(outcomeUnreachable), 1)
+		assert.Equal(t, s.Count(OutcomeUnverified), 0)
+
+		c.failLookups.Store(false)
+		s, err = Reprocess(context.Background(), tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+		assert.ErrorIs(t, err, ErrCoreUnreachable)
+		assert.Assert(t, !errors.Is(err, ErrLookupUnverified), "%v", err)
+		assert.ErrorContains(t, err, "whose lookup could not tell whether the core posted it, so it was not sent and is unchanged")
+		assert.ErrorContains(t, err, "HTTP 503")
+		assert.Equal(t, s.Count(outcomeUnreachable), 1)
+		for g, row := range rows {
+			assert.DeepEqual(t, tl.row(g), row)
+		}
+		assert.Equal(t, c.posts.Load(), int64(0))
+	})
+}

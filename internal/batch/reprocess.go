@@ -255,10 +255,13 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 		}
 	}
 	attempts, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts)
-	if err != nil {
-		if errors.Is(err, ledger.ErrStateChanged) {
-			return outcomeSkipped, nil
-		}
+	var uc *ledger.UnconfirmedClaimError
+	switch {
+	case errors.As(err, &uc):
+		return "", abandonReclaim(ctx, l, err, uc, &r, cfg)
+	case errors.Is(err, ledger.ErrStateChanged):
+		return outcomeSkipped, nil
+	case err != nil:
 		return "", err
 	}
 	res := core.Call(ctx, r.Tx, row.GUID, r.Body)
@@ -267,4 +270,24 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 		return "", fmt.Errorf("recording %s: %w (the row stays SENT for resolve --stale-sent)", rec.RspCode, err)
 	}
 	return rec.RspCode, nil
+}
+
+// abandonReclaim handles a re-claim whose commit was not confirmed, as the
+// relay handles such a claim (SPEC 6): nothing is sent, and if the row
+// turns out to exist, SENT with that re-claim's attempts and token, it is
+// made FAILED/E902 as soon as the database answers again
+// (ledger.AbandonUnconfirmed), so that neither the channel's resend nor
+// the next reprocess waits for resolve --stale-sent. The run stops with
+// the ledger's error either way: the database failed it.
+func abandonReclaim(ctx context.Context, l *ledger.Ledger, err error, uc *ledger.UnconfirmedClaimError, r *wire.Request, cfg ReprocessConfig) error {
+	rec := outcome.Answer(nil, &r.Header, generated.SourceConnectFail,
+		ledger.Why{Reason: "reprocess: re-claim's commit not confirmed by the database; the core was not called: " + uc.Err.Error()}, cfg.Now)
+	res, aerr := ledger.AbandonUnconfirmed(context.WithoutCancel(ctx), ctx.Done(), l, uc, rec, ledger.DefaultAbandonPolicy)
+	switch res {
+	case ledger.Abandoned:
+		return fmt.Errorf("%w; not sent: its row was found committed and made FAILED %s (attempt %d spent)", err, rec.RspCode, uc.Attempts)
+	case ledger.AbandonNoRow, ledger.AbandonLeftAlone:
+		return fmt.Errorf("%w; not sent: the re-claim did not land (or its row was changed since), nothing to undo", err)
+	}
+	return fmt.Errorf("%w; not sent, and its row could not be made FAILED %s (%s: %v): if the re-claim committed, the row stays SENT for resolve --stale-sent", err, rec.RspCode, res, aerr)
 }

@@ -3,8 +3,10 @@ package batch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,8 +17,10 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"lhrelay/internal/corecall"
+	"lhrelay/internal/faultproxy"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/pgtest"
 	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
 )
@@ -264,4 +268,81 @@ func TestReprocessAsksNothingAboutARowTakenSince(t *testing.T) {
 		assert.Equal(t, c.requests.Load(), requests, "no lookup, no POST")
 		assert.Equal(t, tl.row(g).State, ledger.StateSent)
 	})
+}
+
+// proxiedLedger is a fresh PostgreSQL ledger, and the same ledger reached
+// through a fault proxy, to lose a COMMIT or its answer (as the relay's
+// and the ledger's tests of unconfirmed claims do).
+func proxiedLedger(t *testing.T) (*testLedger, *ledger.Ledger, *faultproxy.Proxy) {
+	u := pgtest.URL(t)
+	tl := newTestLedger(t, u)
+	pu, err := url.Parse(u)
+	assert.NilError(t, err)
+	p, err := faultproxy.Start(pu.Host)
+	assert.NilError(t, err)
+	t.Cleanup(func() { p.Close() })
+	l, err := ledger.OpenExisting(strings.Replace(u, pu.Host, p.Addr(), 1), ledger.WithActor(ledger.NewActor("reprocess")))
+	assert.NilError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return tl, l, p
+}
+
+// TestReprocessUnconfirmedReclaim: reprocess's re-claim commits, but the
+// database's answer to its COMMIT is lost. Nothing is sent (it cannot know
+// it owns the row), and, as the relay does with an unconfirmed claim (SPEC
+// 6), the row, found SENT with that re-claim's attempts, is made
+// FAILED/E902 as soon as the database answers again, instead of staying
+// SENT until resolve --stale-sent: the next run sends it, once. The run
+// ends with the ledger's error (exit 2), naming the row.
+func TestReprocessUnconfirmedReclaim(t *testing.T) {
+	tl, l, proxy := proxiedLedger(t)
+	ctx := context.Background()
+	c := newCore(t)
+	c.answer404(testkit.Fixed(`{"error":"no such transfer"}`), testkit.Fixed(`{"error":"no such path"}`))
+	g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+
+	// The re-claim is the run's first write.
+	proxy.CutAfterCommits(1)
+	_, err := Reprocess(ctx, l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+	assert.Equal(t, proxy.CommitsCut(), 1)
+	assert.ErrorIs(t, err, ledger.ErrUnconfirmed)
+	assert.Assert(t, !errors.Is(err, ErrCoreUnreachable), "the ledger broke the run off: exit 2")
+	assert.ErrorContains(t, err, g)
+	assert.ErrorContains(t, err, "not sent: its row was found committed and made FAILED E902 (attempt 2 spent)")
+	assert.Equal(t, c.posts.Load(), int64(0), "nothing sent")
+	r := tl.row(g)
+	assert.Equal(t, r.State, ledger.StateFailed)
+	assert.Equal(t, r.RspCode, string(generated.RspConnectFail))
+	assert.Equal(t, r.Attempts, 2)
+	e := lastEntry(t, tl.l, g)
+	assert.Check(t, e.StateBefore == ledger.StateSent && e.StateAfter == ledger.StateFailed, "%+v", e)
+	assert.Check(t, is.Contains(e.Reason, "re-claim's commit not confirmed"))
+
+	s, err := Reprocess(ctx, l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+	assert.NilError(t, err)
+	assert.Equal(t, s.Count(string(generated.RspHTTP200)), 1)
+	assert.Equal(t, c.sim.PostCount(g), 1)
+	assert.Equal(t, tl.row(g).Attempts, 3)
+	_, err = tl.l.Audit(ctx)
+	assert.NilError(t, err)
+}
+
+// TestReprocessReclaimNeverLanded: the re-claim's COMMIT never reaches the
+// database: the row is FAILED as it was, attempts unchanged, nothing is
+// sent, and the run says there was nothing to undo.
+func TestReprocessReclaimNeverLanded(t *testing.T) {
+	tl, l, proxy := proxiedLedger(t)
+	ctx := context.Background()
+	c := newCore(t)
+	c.answer404(testkit.Fixed(`{"error":"no such transfer"}`), testkit.Fixed(`{"error":"no such path"}`))
+	g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
+	before := tl.row(g)
+
+	proxy.DropCommits(1)
+	_, err := Reprocess(ctx, l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+	assert.Equal(t, proxy.CommitsDropped(), 1)
+	assert.ErrorIs(t, err, ledger.ErrUnconfirmed)
+	assert.ErrorContains(t, err, "not sent: the re-claim did not land")
+	assert.Equal(t, c.posts.Load(), int64(0))
+	assert.DeepEqual(t, tl.row(g), before)
 }

@@ -764,7 +764,9 @@ func stateError(tx stmts, guid string, want State, claimAttempts int, detail str
 // Reclaim re-claims a FAILED row for a resend (the reprocess command):
 // FAILED → SENT, attempts+1, in one conditional UPDATE. It returns the new
 // attempts. If the row is not FAILED nothing changes and the error is a
-// *StateError matching ErrStateChanged.
+// *StateError matching ErrStateChanged. A re-claim whose commit was not
+// confirmed gives an *UnconfirmedClaimError, as Claim does: the caller
+// does not send, and hands it to AbandonUnconfirmed.
 func (l *Ledger) Reclaim(ctx context.Context, guid string) (attempts int, err error) {
 	return l.reclaim(ctx, guid, 0)
 }
@@ -800,6 +802,11 @@ func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int
 	})})
 	if err != nil {
 		l.countError(opReclaim, err)
+		if errors.Is(err, ErrUnconfirmed) && a > 0 {
+			// As for a claim: the row may be SENT with these attempts and
+			// this token, and the caller must be able to abandon it.
+			err = &UnconfirmedClaimError{GUID: guid, Attempts: int(a), Token: token, Err: err}
+		}
 		return 0, fmt.Errorf("ledger: reclaim %s: %w", guid, err)
 	}
 	return int(a), nil
