@@ -277,6 +277,18 @@ func (c *codec) emitDecode(f *File, lenConst string, doc string) {
 	})
 }
 
+// canRefuse reports whether encoding the section can refuse a value, so
+// that AppendTo needs to know where it started: a section of fillers alone,
+// or of no field, cannot.
+func (c *codec) canRefuse() bool {
+	for _, fd := range c.fields {
+		if !fd.Filler {
+			return true
+		}
+	}
+	return false
+}
+
 // needsOK reports whether the decode (or encode) body uses an ok variable.
 func (c *codec) needsOK(encode bool) bool {
 	for _, fd := range c.fields {
@@ -296,7 +308,9 @@ func (c *codec) emitAppend(f *File, doc string) {
 	docComment(f, doc)
 	f.Func().Params(Id(c.recv).Op("*").Id(c.typ)).Id("AppendTo").Params(Id("dst").Index().Byte()).
 		Params(Index().Byte(), Error()).BlockFunc(func(g *Group) {
-		g.Id("start").Op(":=").Len(Id("dst"))
+		if c.canRefuse() {
+			g.Id("start").Op(":=").Len(Id("dst"))
+		}
 		if c.needsOK(true) {
 			g.Var().Id("ok").Bool()
 		}

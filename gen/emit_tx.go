@@ -38,16 +38,49 @@ func (gn generator) emitTransaction(l *Layouts, tx *Transaction) *File {
 		c.emitFields(f)
 		c.emitIdentity(f, tx.Code, role)
 	}
-	req.emitPath(f, "CorePath", fmt.Sprintf("CorePath returns the path of the core call, %s %s, with the request's values filled in.", tx.Method, tx.Path), tx.Path, false)
+	coreDoc := fmt.Sprintf("CorePath returns the path of the core call, %s %s, with the request's values filled in.", tx.Method, tx.Path)
+	lookupOnly := lookupOnlyFields(tx)
+	if len(lookupOnly) > 0 {
+		coreDoc += fmt.Sprintf("\nIt also refuses a value that could not fill its segment of the lookup path, GET %s:\na request that could not be looked up is never sent.", tx.Lookup.Path)
+	}
+	req.emitPath(f, "CorePath", coreDoc, tx.Path, false, lookupOnly)
 	if tx.Lookup.None {
 		docComment(f, fmt.Sprintf("LookupPath fails: %s declares lookup none (a read, settled as never posted without asking the core).", tx.Code))
 		f.Func().Params(Id("r").Op("*").Id(req.typ)).Id("LookupPath").Params(Id("guid").String()).Params(String(), Error()).Block(
 			Return(Lit(""), Id("ErrNoLookup")),
 		)
 	} else {
-		req.emitPath(f, "LookupPath", fmt.Sprintf("LookupPath returns the path of the lookup that settles an unknown outcome, GET %s, for the request with header GUID guid.", tx.Lookup.Path), tx.Lookup.Path, true)
+		req.emitPath(f, "LookupPath", fmt.Sprintf("LookupPath returns the path of the lookup that settles an unknown outcome, GET %s, for the request with header GUID guid.", tx.Lookup.Path), tx.Lookup.Path, true, nil)
 	}
 	return f
+}
+
+// lookupOnlyFields are the request fields that fill a segment of the lookup
+// path and none of the core path, in the lookup path's order. The relay
+// checks the core path before it calls the core (CorePath), so CorePath
+// checks these too: a request whose lookup could not be built would be
+// sent and, if its outcome were unknown, never settled.
+func lookupOnlyFields(tx *Transaction) []*Field {
+	if tx.Lookup.None {
+		return nil
+	}
+	inCore := map[string]bool{}
+	for _, m := range pathParam.FindAllStringSubmatch(tx.Path, -1) {
+		inCore[m[1]] = true
+	}
+	var out []*Field
+	for _, m := range pathParam.FindAllStringSubmatch(tx.Lookup.Path, -1) {
+		if m[1] == "guid" || inCore[m[1]] {
+			continue
+		}
+		inCore[m[1]] = true // once, however often the lookup names it
+		for _, fd := range tx.Request.Fields {
+			if fd.JSON == m[1] {
+				out = append(out, fd)
+			}
+		}
+	}
+	return out
 }
 
 // emitIdentity emits TxCode and Flag: which transaction a body belongs to
@@ -150,11 +183,14 @@ func (c *codec) emitJSON(f *File, request bool) {
 	}
 	docComment(f, doc)
 	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("AppendCoreJSON").Params(params...).Params(Index().Byte(), Error()).BlockFunc(func(g *Group) {
+		names := newLocals("r", "dst", "guid", "ok")
+		coreID := map[*Field]string{}
 		for _, fd := range c.fields {
 			if fd.Kind != fixedwidth.Code {
 				continue
 			}
-			v := lowerFirst(goName(fd.Name))
+			v := names.name(lowerFirst(goName(fd.Name)))
+			coreID[fd] = v
 			g.List(Id(v), Id("ok")).Op(":=").Id(mapFunc(fd.Map, "ToCore")).Call(c.member(fd))
 			g.If(Op("!").Id("ok")).Block(Return(Id("dst"), c.fieldError(fd, c.member(fd), "not a code of map "+fd.Map)))
 		}
@@ -171,7 +207,7 @@ func (c *codec) emitJSON(f *File, request bool) {
 			case jsonInt(fd):
 				g.Id("dst").Op("=").Qual("strconv", "AppendInt").Call(Id("dst"), c.member(fd), Lit(10))
 			case fd.Kind == fixedwidth.Code:
-				g.Id("dst").Op("=").Qual(cj, "AppendString").Call(Id("dst"), Id(lowerFirst(goName(fd.Name))))
+				g.Id("dst").Op("=").Qual(cj, "AppendString").Call(Id("dst"), Id(coreID[fd]))
 			default:
 				g.Id("dst").Op("=").Qual(cj, "AppendString").Call(Id("dst"), c.member(fd))
 			}
@@ -268,6 +304,12 @@ func (c *codec) emitSet(f *File) {
 	}
 	docComment(f, "Set assigns the field with the given JSON key from its text form: a decimal\ninteger for numeric fields, the wire code or the core's id for code fields.\nValues are checked when the body is encoded.")
 	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("Set").Params(Id("key"), Id("value").String()).Error().BlockFunc(func(g *Group) {
+		noField := Return(Qual("fmt", "Errorf").Call(
+			Lit(c.layout+": no field with JSON key %q (fields: "+strings.Join(keys, ", ")+")"), Id("key")))
+		if len(c.fields) == 0 {
+			g.Add(noField)
+			return
+		}
 		g.Switch(Id("key")).BlockFunc(func(sg *Group) {
 			for _, fd := range c.fields {
 				m := c.member(fd)
@@ -287,8 +329,7 @@ func (c *codec) emitSet(f *File) {
 					}
 				})
 			}
-			sg.Default().Block(Return(Qual("fmt", "Errorf").Call(
-				Lit(c.layout+": no field with JSON key %q (fields: "+strings.Join(keys, ", ")+")"), Id("key"))))
+			sg.Default().Block(noField)
 		})
 		g.Return(Nil())
 	})
@@ -323,32 +364,38 @@ func (c *codec) emitFields(f *File) {
 		})),
 	)
 	docComment(f, "AppendFields appends the body's values in layout order to dst, as Fields lists them\nbut without formatting a number: an Integer field's Value is empty, its value is Int.")
+	appended := Id("append").CustomFunc(Options{Open: "(dst,", Close: ")", Separator: ",", Multi: true}, func(g *Group) {
+		for _, fd := range c.fields {
+			g.Id("FieldValue").Values(value(fd, false)...)
+		}
+	})
+	if len(c.fields) == 0 {
+		appended = Id("dst") // a body of no field appends nothing
+	}
 	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id("AppendFields").Params(Id("dst").Index().Id("FieldValue")).Index().Id("FieldValue").Block(
-		Return(Id("append").CustomFunc(Options{Open: "(dst,", Close: ")", Separator: ",", Multi: true}, func(g *Group) {
-			for _, fd := range c.fields {
-				g.Id("FieldValue").Values(value(fd, false)...)
-			}
-		})),
+		Return(appended),
 	)
 }
 
 // emitPath emits a method returning a core URL path: template with the
-// request's values (code maps applied, path-escaped) in place of its
-// {parameters}, and with withGUID the method's guid argument for {guid}.
-// Each value must address exactly one segment (fixedwidth.PathSegment):
-// an empty value or a dot segment is the field's error, a bad frame
-// (SPEC 2). The header GUID is 32 hex digits by then.
-func (c *codec) emitPath(f *File, name, doc, template string, withGUID bool) {
+// request's values in place of its {parameters}, each in the text the
+// core's JSON carries (an integer's decimal digits, a code's core id, text
+// as it is), path-escaped; with withGUID the method's guid argument fills
+// {guid}. Each value must address exactly one segment
+// (fixedwidth.PathSegment): an empty value or a dot segment is the field's
+// error, a bad frame (SPEC 2). The header GUID is 32 hex digits by then.
+// alsoCheck are fields that fill a segment of another path (the lookup's)
+// and not of this one: a value of theirs that could not fill it is
+// refused here too.
+func (c *codec) emitPath(f *File, name, doc, template string, withGUID bool, alsoCheck []*Field) {
 	docComment(f, doc)
 	params := []Code{}
 	if withGUID {
 		params = append(params, Id("guid").String())
 	}
 	f.Func().Params(Id("r").Op("*").Id(c.typ)).Id(name).Params(params...).Params(String(), Error()).BlockFunc(func(g *Group) {
-		byKey := map[string]*Field{}
-		for _, fd := range c.fields {
-			byKey[fd.JSON] = fd
-		}
+		names := newLocals("r", "guid", "ok")
+		segs := map[*Field]string{} // a parameter named twice is filled once
 		var parts []Code
 		rest := template
 		for {
@@ -360,27 +407,26 @@ func (c *codec) emitPath(f *File, name, doc, template string, withGUID bool) {
 				parts = append(parts, Lit(rest[:loc[0]]))
 			}
 			key := rest[loc[2]:loc[3]]
+			rest = rest[loc[1]:]
 			if withGUID && key == "guid" {
 				parts = append(parts, Qual("net/url", "PathEscape").Call(Id("guid")))
-				rest = rest[loc[1]:]
 				continue
 			}
-			fd := byKey[key]
-			var val Code = c.member(fd)
-			switch {
-			case fd.Kind == fixedwidth.Code:
-				v := lowerFirst(goName(fd.Name))
-				g.List(Id(v), Id("ok")).Op(":=").Id(mapFunc(fd.Map, "ToCore")).Call(c.member(fd))
-				g.If(Op("!").Id("ok")).Block(Return(Lit(""), c.fieldError(fd, c.member(fd), "not a code of map "+fd.Map)))
-				val = Id(v)
-			case fd.Kind == fixedwidth.Numeric && !fd.String:
-				val = Qual("strconv", "FormatInt").Call(c.member(fd), Lit(10))
+			fd := c.byJSON(key)
+			seg, done := segs[fd]
+			if !done {
+				text, got := c.segmentText(g, fd, names)
+				seg = names.name(lowerFirst(goName(fd.Name)) + "Seg")
+				segs[fd] = seg
+				g.List(Id(seg), Id("ok")).Op(":=").Qual(fw, "PathSegment").Call(text)
+				g.If(Op("!").Id("ok")).Block(Return(Lit(""), c.fieldError(fd, got, "does not address one path segment (empty, . or ..)")))
 			}
-			seg := lowerFirst(goName(fd.Name)) + "Seg"
-			g.List(Id(seg), Id("ok")).Op(":=").Qual(fw, "PathSegment").Call(val)
-			g.If(Op("!").Id("ok")).Block(Return(Lit(""), c.fieldError(fd, c.member(fd), "does not address one path segment (empty, . or ..)")))
 			parts = append(parts, Id(seg))
-			rest = rest[loc[1]:]
+		}
+		for _, fd := range alsoCheck {
+			text, got := c.segmentText(g, fd, names)
+			g.If(Op("!").Qual(fw, "OneSegment").Call(text)).Block(Return(Lit(""),
+				c.fieldError(fd, got, "does not address one segment of the lookup path (empty, . or ..): a request that could not be looked up is never sent")))
 		}
 		if rest != "" || len(parts) == 0 {
 			parts = append(parts, Lit(rest))
@@ -391,6 +437,33 @@ func (c *codec) emitPath(f *File, name, doc, template string, withGUID bool) {
 		}
 		g.Return(expr, Nil())
 	})
+}
+
+// segmentText emits what it takes to have field fd's value in the text the
+// core's JSON carries it in, and returns that text and the value a
+// FieldError reports (the field's own value when it is a string, so that a
+// code is named by its wire code).
+func (c *codec) segmentText(g *Group, fd *Field, names locals) (text, got Code) {
+	switch {
+	case fd.Kind == fixedwidth.Code:
+		v := names.name(lowerFirst(goName(fd.Name)))
+		g.List(Id(v), Id("ok")).Op(":=").Id(mapFunc(fd.Map, "ToCore")).Call(c.member(fd))
+		g.If(Op("!").Id("ok")).Block(Return(Lit(""), c.fieldError(fd, c.member(fd), "not a code of map "+fd.Map)))
+		return Id(v), c.member(fd)
+	case jsonInt(fd):
+		return Qual("strconv", "FormatInt").Call(c.member(fd), Lit(10)), Qual("strconv", "FormatInt").Call(c.member(fd), Lit(10))
+	}
+	return c.member(fd), c.member(fd)
+}
+
+// byJSON is the field with JSON key key; validation has made sure there is one.
+func (c *codec) byJSON(key string) *Field {
+	for _, fd := range c.fields {
+		if fd.JSON == key {
+			return fd
+		}
+	}
+	panic("gen: no field with JSON key " + key)
 }
 
 func (c *codec) hasCode() bool {

@@ -87,9 +87,10 @@ func TestCheckedInCodeIsCurrent(t *testing.T) {
 }
 
 // TestExtensionTransaction proves a transaction is added declaratively: the
-// test-only layout testdata/extension/BKDP0001.layout is generated into a
-// temporary module together with the real layouts, which then compiles and
-// round-trips it through the registry with no hand-written code for it.
+// test-only layouts testdata/extension/BKDP0001.layout and BKFX0001.layout
+// (a path carrying an integer) are generated into a temporary module
+// together with the real layouts, which then compiles and round-trips them
+// through the registry with no hand-written code for them.
 func TestExtensionTransaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
@@ -184,7 +185,12 @@ func copyTree(t *testing.T, src, dst string) {
 
 const extensionTest = `package generated
 
-import "testing"
+import (
+	"errors"
+	"testing"
+
+	"lhrelay/internal/fixedwidth"
+)
 
 func TestBKDP0001RoundTrip(t *testing.T) {
 	tx, ok := LookupTransaction("BKDP0001")
@@ -226,6 +232,51 @@ func TestBKDP0001RoundTrip(t *testing.T) {
 	}
 	if err := req.Decode(body[:17] + "0000000000000" + body[30:]); err == nil {
 		t.Fatal("amount 0 must be refused")
+	}
+}
+
+// BKFX0001's path carries an integer (the tenor) and a text (the currency).
+func TestBKFX0001Path(t *testing.T) {
+	tx, ok := LookupTransaction("BKFX0001")
+	if !ok || tx.Method != "GET" || tx.JSONBody || tx.Settle != SettleAsNotPosted {
+		t.Fatalf("registry entry: %+v, %v", tx, ok)
+	}
+	req := tx.NewRequest()
+	for body, want := range map[string]string{"USD03": "/v1/rates/USD/3", "EUR12": "/v1/rates/EUR/12", "A/B99": "/v1/rates/A%2FB/99"} {
+		if err := req.Decode(body); err != nil {
+			t.Fatal(err)
+		}
+		if path, err := req.CorePath(); err != nil || path != want {
+			t.Fatalf("%q: path %q, %v; want %q", body, path, err, want)
+		}
+	}
+	js, err := req.CoreJSON("0123456789abcdef0123456789abcdef")
+	if want := ` + "`" + `{"guid":"0123456789abcdef0123456789abcdef","ccy":"A/B","tenor":99}` + "`" + `; err != nil || string(js) != want {
+		t.Fatalf("json %s, %v", js, err)
+	}
+	if _, err := req.LookupPath("0123456789abcdef0123456789abcdef"); !errors.Is(err, ErrNoLookup) {
+		t.Fatalf("lookup none: %v", err)
+	}
+	if err := req.Decode("USD00"); err == nil {
+		t.Fatal("tenor 0 is below min=1")
+	}
+	for _, body := range []string{"   01", ".  01", ".. 01"} {
+		if err := req.Decode(body); err != nil {
+			t.Fatal(err)
+		}
+		_, err := req.CorePath()
+		var fe *fixedwidth.FieldError
+		if !errors.As(err, &fe) || fe.Layout != "BKFX0001 request" || fe.Field != "CCY" {
+			t.Fatalf("%q: path error %v, want field CCY's", body, err)
+		}
+	}
+	rsp := tx.NewResponse()
+	if err := rsp.FromCoreJSON([]byte(` + "`" + `{"guid":"0123456789abcdef0123456789abcdef","rate":13852500,"quotedAt":"20261201093000","quoteId":"00000000000000a1"}` + "`" + `)); err != nil {
+		t.Fatal(err)
+	}
+	enc, err := rsp.AppendTo(nil)
+	if want := "000013852500" + "20261201093000" + "00000000000000a1"; err != nil || string(enc) != want {
+		t.Fatalf("response %q, %v", enc, err)
 	}
 }
 `

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,9 +16,10 @@ import (
 const frameHeaderLen = 80
 
 var (
-	txCodePattern  = regexp.MustCompile(`^[A-Z0-9]+$`)
+	txCodePattern  = regexp.MustCompile(`^[A-Z][A-Z0-9]*$`)
 	jsonKeyPattern = regexp.MustCompile(`^[a-z][A-Za-z0-9]*$`)
 	pathParam      = regexp.MustCompile(`\{([^{}]*)\}`)
+	wholeParam     = regexp.MustCompile(`^\{[^{}]*\}$`)
 	goIdent        = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 )
 
@@ -30,8 +32,19 @@ func validate(l *Layouts, ps *Problems) {
 	} else {
 		validateHeader(l, ps)
 	}
-	for _, m := range l.Maps {
+	mapNames := make([]string, 0, len(l.Maps))
+	for name := range l.Maps {
+		mapNames = append(mapNames, name)
+	}
+	sort.Strings(mapNames)
+	byGoName := map[string]*CodeMap{}
+	for _, name := range mapNames {
+		m := l.Maps[name]
 		validateCodeMap(m, ps)
+		if prev, ok := byGoName[goName(m.Name)]; ok {
+			ps.add(m.File, m.Line, "", "code map %s makes the Go name %s, as code map %s in %s does: their functions would clash", m.Name, goName(m.Name), prev.Name, prev.File)
+		}
+		byGoName[goName(m.Name)] = m
 	}
 	seen := map[string]*Transaction{}
 	for _, tx := range l.Txs {
@@ -103,7 +116,7 @@ func validateHeader(l *Layouts, ps *Problems) {
 func validateTransaction(l *Layouts, tx *Transaction, ps *Problems) {
 	file := tx.File
 	if !txCodePattern.MatchString(tx.Code) {
-		ps.add(file, tx.Line, "", "transaction code %q must be upper-case letters and digits", tx.Code)
+		ps.add(file, tx.Line, "", "transaction code %q must be an upper-case letter, then upper-case letters and digits: the Go types are named after it", tx.Code)
 	}
 	if l.Header != nil {
 		for _, f := range l.Header.Fields {
@@ -151,6 +164,8 @@ func validateTransaction(l *Layouts, tx *Transaction, ps *Problems) {
 	}
 	if strings.Count(tx.Path, "{") != len(pathParam.FindAllString(tx.Path, -1)) {
 		ps.add(file, tx.Line, "", "path %q has an unbalanced brace", tx.Path)
+	} else if tx.Method != "" {
+		validatePathShape(file, tx.Line, "core path", tx.Path, ps)
 	}
 	validateLookup(tx, ps)
 	statuses := map[int]bool{}
@@ -188,6 +203,8 @@ func validateLookup(tx *Transaction, ps *Problems) {
 	default:
 		if strings.Count(lk.Path, "{") != len(pathParam.FindAllString(lk.Path, -1)) {
 			ps.add(tx.File, lk.Line, "", "lookup path %q has an unbalanced brace", lk.Path)
+		} else {
+			validatePathShape(tx.File, lk.Line, "lookup path", lk.Path, ps)
 		}
 		for _, m := range pathParam.FindAllStringSubmatch(lk.Path, -1) {
 			if m[1] == "guid" {
@@ -204,11 +221,43 @@ func validateLookup(tx *Transaction, ps *Problems) {
 	}
 }
 
+// validatePathShape checks what the generated code takes for granted of a
+// path template with balanced braces: every {key} fills a whole segment
+// alone, so that the check of its value (not empty, not . or ..; SPEC 2)
+// is the check of the segment; there is no query or fragment, which the
+// layout syntax does not have (a value there would be path-escaped, which
+// leaves & and = as they are); and every byte can go in a request target.
+func validatePathShape(file string, line int, what, path string, ps *Problems) {
+	if strings.ContainsAny(path, "?#") {
+		ps.add(file, line, "", "%s %q has a ? or #: a path has no query or fragment (request values fill path segments only)", what, path)
+	}
+	for i := 0; i < len(path); i++ {
+		if path[i] <= ' ' || path[i] > '~' {
+			ps.add(file, line, "", "%s %q holds a byte that cannot be sent in a request target (a space or not printable ASCII)", what, path)
+			break
+		}
+	}
+	for _, seg := range strings.Split(path, "/") {
+		if strings.ContainsAny(seg, "{}") && !wholeParam.MatchString(seg) {
+			ps.add(file, line, "", "%s %q: %s must be a whole segment alone (/…/{key}/…): a value is checked to fill exactly one segment", what, path, seg)
+		}
+	}
+}
+
+// methodNames are the methods of the generated type of each section: a
+// field whose Go name is one of them would not compile.
+var methodNames = map[string][]string{
+	"header":   {"Decode", "AppendTo", "Fields", "AppendRawTo"},
+	"request":  {"Decode", "AppendTo", "AppendCoreJSON", "CoreJSON", "FromCoreJSON", "Set", "Fields", "AppendFields", "TxCode", "Flag", "CorePath", "LookupPath"},
+	"response": {"Decode", "AppendTo", "AppendCoreJSON", "CoreJSON", "FromCoreJSON", "Set", "Fields", "AppendFields", "TxCode", "Flag"},
+}
+
 // validateSection checks that the fields tile the section exactly and that
 // each field's kind, width and options make sense together.
 func validateSection(l *Layouts, file string, sec *Section, ps *Problems) {
 	end := 0
 	names, keys := map[string]bool{}, map[string]bool{}
+	goNames := map[string]*Field{}
 	for _, f := range sec.Fields {
 		if f.Start < 0 || f.Len < 0 {
 			continue // already reported as not a whole number
@@ -227,17 +276,29 @@ func validateSection(l *Layouts, file string, sec *Section, ps *Problems) {
 			ps.add(file, f.Line, f.Name, "duplicate field name")
 		}
 		names[f.Name] = true
+		if gn := goName(f.Name); !f.Filler {
+			if prev, ok := goNames[gn]; ok && prev.Name != f.Name {
+				ps.add(file, f.Line, f.Name, "makes the Go name %s, as field %s at line %d does: the generated struct cannot hold both", gn, prev.Name, prev.Line)
+			}
+			goNames[gn] = f
+			if slices.Contains(methodNames[sec.Name], gn) {
+				ps.add(file, f.Line, f.Name, "makes the Go name %s, a method of the generated %s type: name the field otherwise", gn, sec.Name)
+			}
+		}
 		if sec.Name != "header" {
 			if !jsonKeyPattern.MatchString(f.JSON) {
 				ps.add(file, f.Line, f.Name, "JSON key %q must be lowerCamelCase letters and digits", f.JSON)
 			}
-			if f.JSON == "guid" {
-				ps.add(file, f.Line, f.Name, "JSON key guid is reserved: the request's JSON carries the header's GUID under it")
+			// The core's JSON is read as encoding/json reads it: a key
+			// matches regardless of case when no key matches exactly.
+			if strings.EqualFold(f.JSON, "guid") {
+				ps.add(file, f.Line, f.Name, "JSON key %s is reserved: the request's JSON, and the core's answer, carry the header's GUID under guid (keys are matched regardless of case)", f.JSON)
 			}
-			if keys[f.JSON] {
-				ps.add(file, f.Line, f.Name, "duplicate JSON key %q", f.JSON)
+			folded := strings.ToLower(f.JSON)
+			if keys[folded] {
+				ps.add(file, f.Line, f.Name, "duplicate JSON key %q (keys are matched regardless of case)", f.JSON)
 			}
-			keys[f.JSON] = true
+			keys[folded] = true
 			if f.Prefix || f.Filler || len(f.Values) > 0 {
 				ps.add(file, f.Line, f.Name, "prefix, filler and values are header options")
 			}
@@ -299,6 +360,9 @@ func validateField(l *Layouts, file string, f *Field, ps *Problems) {
 	case fixedwidth.Numeric:
 		if !f.String && f.Len > 18 {
 			bad("N field of %d digits does not fit an int64; add option string", f.Len)
+		}
+		if f.HasMin && !f.String && f.Len <= 18 && len(strconv.FormatInt(f.Min, 10)) > f.Len {
+			bad("min=%d does not fit %d digits: the field would refuse every value", f.Min, f.Len)
 		}
 	case fixedwidth.Timestamp:
 		if f.Len != 14 {

@@ -272,15 +272,21 @@ const TimestampLayout = "20060102150405"
 func FormatTimestamp(t time.Time) string { return t.Format(TimestampLayout) }
 
 // PathSegment escapes a request value that fills one segment of a core URL
-// path (SPEC 2). A value that would not address exactly that one segment is
-// refused, whatever escaping does: an empty one (the path would lose a
-// segment) and the dot segments "." and ".." (left as they are by
-// url.PathEscape, and resolved away by any client, proxy or server that
-// normalises the path).
+// path (SPEC 2). A value that would not address exactly that one segment
+// (OneSegment) is refused, whatever escaping does.
 func PathSegment(v string) (string, bool) {
-	switch v {
-	case "", ".", "..":
+	if !OneSegment(v) {
 		return "", false
 	}
 	return url.PathEscape(v), true
+}
+
+// OneSegment reports whether v, escaped, addresses exactly one path
+// segment: it is not empty (the path would lose a segment) nor a dot
+// segment "." or ".." (left as they are by url.PathEscape, and resolved
+// away by any client, proxy or server that normalises the path). It is
+// PathSegment's check without the escaping, for a value that must be able
+// to fill a segment of a path that is not built yet (the lookup's).
+func OneSegment(v string) bool {
+	return v != "" && v != "." && v != ".."
 }

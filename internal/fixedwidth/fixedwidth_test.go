@@ -80,3 +80,19 @@ func TestDigitsAndHex(t *testing.T) {
 	assert.Equal(t, Slice([]byte("abc"), 1, 10), "bc")
 	assert.Equal(t, Slice([]byte("abc"), 5, 10), "")
 }
+
+func TestPathSegment(t *testing.T) {
+	for _, bad := range []string{"", ".", ".."} {
+		_, ok := PathSegment(bad)
+		assert.Assert(t, !ok, "%q is not one segment", bad)
+		assert.Assert(t, !OneSegment(bad), "%q is not one segment", bad)
+	}
+	for v, want := range map[string]string{
+		"LHB": "LHB", "a/b": "a%2Fb", "...": "...", ".a": ".a", " ": "%20", "%2E": "%252E", "a?b#c": "a%3Fb%23c",
+	} {
+		got, ok := PathSegment(v)
+		assert.Assert(t, ok, v)
+		assert.Assert(t, OneSegment(v), v)
+		assert.Equal(t, got, want)
+	}
+}
