@@ -147,6 +147,28 @@ func testResolveSelectionAndOutcomes(t *testing.T, tl *testLedger) {
 	assert.Equal(t, tl.row(failed).Attempts, 1)
 }
 
+func TestResolveLongHeaderLine(t *testing.T) {
+	eachStore(t, testResolveLongHeaderLine)
+}
+
+// A lookup's 200 carrying a header line longer than the core client's read
+// buffer (a gateway's trace header or cookie) settles the row DONE.
+func testResolveLongHeaderLine(t *testing.T, tl *testLedger) {
+	c := newCore(t)
+	g := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+	c.post(t, tl, g)
+	trace := strings.Repeat("t", 5<<10)
+	before := func(w http.ResponseWriter, r *http.Request) { w.Header().Set("X-Gateway-Trace", trace) }
+	c.before.Store(&before)
+
+	s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
+	assert.NilError(t, err)
+	assert.Equal(t, s.Count("done"), 1)
+	row := tl.row(g)
+	assert.Equal(t, row.State, ledger.StateDone)
+	assert.Equal(t, row.RspCode, string(generated.RspHTTP200))
+}
+
 func TestResolveMinAgeBoundary(t *testing.T) {
 	eachStore(t, testResolveMinAgeBoundary)
 }

@@ -445,6 +445,43 @@ func TestLookup(t *testing.T) {
 	assert.Equal(t, sim.Stats().Calls, 1, "a lookup is not a transfer")
 }
 
+// TestLongHeaderLine: a core (or a gateway in front of it) adding a header
+// line longer than the client's read buffer to its answers — a trace
+// header, a cookie — is read like any other: the 200 of the POST is the
+// posted transfer, the 200 of its lookup settles it, and the connection
+// stays in step for the next call. Only a header section over the limit is
+// refused, as an answer that cannot be used: E901 for the call, which was
+// sent.
+func TestLongHeaderLine(t *testing.T) {
+	sim := coresim.New(coresim.Config{})
+	var pad atomic.Int64
+	pad.Store(5 << 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Gateway-Trace", strings.Repeat("t", int(pad.Load())))
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, corecall.Config{BaseURL: srv.URL, Timeout: 5 * time.Second})
+
+	res := c.Call(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceHTTP200, "err: %v", res.Err)
+	found, err := c.Lookup(context.Background(), bktr(t), guid, transfer("rent"))
+	assert.NilError(t, err)
+	assert.Assert(t, found.Posted)
+	assert.DeepEqual(t, found.Body, res.Body)
+	inq := c.Call(context.Background(), bkiq(t), guid, &generated.BKIQ0001Request{Bank: "081", Acct: "11002003004005"})
+	assert.Equal(t, inq.Source, generated.SourceHTTP200, "err: %v", inq.Err)
+
+	pad.Store(70 << 10)
+	other := "fedcba9876543210fedcba9876543210"
+	res = c.Call(context.Background(), bktr(t), other, transfer("rent"))
+	assert.Equal(t, res.Source, generated.SourceReadTimeout, "err: %v", res.Err)
+	assert.ErrorContains(t, res.Err, "header longer than 65536 bytes")
+	assert.Equal(t, sim.Stats().Calls, 2, "each transfer reached the core once")
+	_, err = c.Lookup(context.Background(), bktr(t), other, transfer("rent"))
+	assert.ErrorContains(t, err, "header longer than 65536 bytes")
+}
+
 // TestLookupNone: a transaction declared "lookup none" is refused before
 // any call.
 func TestLookupNone(t *testing.T) {

@@ -13,11 +13,21 @@ import (
 // needs: one request written whole, one response read whole. Nothing here
 // retries, redirects or decompresses.
 
-// Limits on what is read of a response besides its body (maxBody).
+// Limits on what is read of a response besides its body (maxBody). A
+// line may be longer than the connection's read buffer: readLine gathers
+// it, within these limits.
 const (
-	maxHeaderBytes = 64 << 10 // status line and header fields together
+	maxHeaderBytes = 64 << 10 // a status line and its header fields together, line endings included
+	maxChunkLine   = 4 << 10  // one chunk-size line, extensions included
 	maxInterim     = 8        // 1xx responses skipped before the final one
 )
+
+// errLong is readLine's answer to a line longer than what is left of its
+// limit; the caller names the limit.
+var errLong = errors.New("line too long")
+
+// errHeaderLong is a header section (or a trailer) over maxHeaderBytes.
+var errHeaderLong = fmt.Errorf("header longer than %d bytes", maxHeaderBytes)
 
 // appendRequest appends the request to dst: request line, Host,
 // User-Agent (so the core's logs name the relay), the body's
@@ -113,11 +123,12 @@ func readResponseInto(br *bufio.Reader, buf []byte) (response, error) {
 	var r response
 	var h header
 	for interim := 0; ; interim++ {
-		proto11, status, err := readStatusLine(br)
+		left := maxHeaderBytes
+		proto11, status, err := readStatusLine(br, &left)
 		if err != nil {
 			return r, errNoStatus{err}
 		}
-		h, err = readHeader(br)
+		h, err = readHeader(br, &left)
 		if status >= 100 && status <= 199 && status != 101 {
 			if err != nil {
 				return r, errNoStatus{fmt.Errorf("after an HTTP %d: %w", status, err)}
@@ -167,9 +178,13 @@ func readResponseInto(br *bufio.Reader, buf []byte) (response, error) {
 	return r, nil
 }
 
-// readStatusLine reads "HTTP/1.x SSS reason".
-func readStatusLine(br *bufio.Reader) (proto11 bool, status int, err error) {
-	line, err := readLine(br)
+// readStatusLine reads "HTTP/1.x SSS reason", taking its length from
+// *left (what is left of maxHeaderBytes).
+func readStatusLine(br *bufio.Reader, left *int) (proto11 bool, status int, err error) {
+	line, err := readLine(br, left)
+	if errors.Is(err, errLong) {
+		return false, 0, errHeaderLong
+	}
 	if err != nil {
 		return false, 0, err
 	}
@@ -200,24 +215,24 @@ func readStatusLine(br *bufio.Reader) (proto11 bool, status int, err error) {
 	return line[7] == '1', status, nil
 }
 
-// readHeader reads header fields up to the blank line and keeps the three
+// readHeader reads header fields up to the blank line, taking their
+// length from *left (what is left of maxHeaderBytes), and keeps the three
 // that frame the body and the connection. Obsolete line folding, a field
 // without a colon, conflicting lengths or a transfer coding other than
 // chunked are errors: a body framed in a way the client does not follow
 // exactly is not read at all.
-func readHeader(br *bufio.Reader) (header, error) {
+func readHeader(br *bufio.Reader, left *int) (header, error) {
 	h := header{contentLength: -1}
-	total := 0
 	for {
-		line, err := readLine(br)
+		line, err := readLine(br, left)
+		if errors.Is(err, errLong) {
+			return h, errHeaderLong
+		}
 		if err != nil {
 			return h, err
 		}
 		if len(line) == 0 {
 			return h, nil
-		}
-		if total += len(line); total > maxHeaderBytes {
-			return h, fmt.Errorf("header longer than %d bytes", maxHeaderBytes)
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			return h, errors.New("obsolete header line folding")
@@ -262,7 +277,11 @@ func readHeader(br *bufio.Reader) (header, error) {
 func readChunked(br *bufio.Reader) ([]byte, error) {
 	var body []byte
 	for {
-		line, err := readLine(br)
+		left := maxChunkLine
+		line, err := readLine(br, &left)
+		if errors.Is(err, errLong) {
+			return nil, fmt.Errorf("chunk-size line longer than %d bytes", maxChunkLine)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("chunk size: %w", err)
 		}
@@ -288,12 +307,14 @@ func readChunked(br *bufio.Reader) ([]byte, error) {
 		if _, err := io.ReadFull(br, body[n:]); err != nil {
 			return nil, unexpectedEOF(err)
 		}
-		if crlf, err := readLine(br); err != nil || len(crlf) != 0 {
+		left = maxChunkLine
+		if crlf, err := readLine(br, &left); err != nil || len(crlf) != 0 {
 			return nil, errors.New("chunk not followed by CRLF")
 		}
 	}
 	// The trailer: header fields, ignored, up to the blank line.
-	if _, err := readHeader(br); err != nil {
+	left := maxHeaderBytes
+	if _, err := readHeader(br, &left); err != nil {
 		return nil, fmt.Errorf("trailer: %w", err)
 	}
 	if body == nil {
@@ -315,21 +336,44 @@ func readToEOF(br *bufio.Reader) ([]byte, error) {
 }
 
 // readLine returns the next line without its CRLF (a bare LF is accepted,
-// RFC 9112 §2.2). The slice is valid until the next read from br. A line
-// that does not fit br's buffer is an error.
-func readLine(br *bufio.Reader) ([]byte, error) {
+// RFC 9112 §2.2) and takes its length, line ending included, from *left:
+// a line longer than *left is errLong. A line that fits br's buffer is
+// returned from the buffer, uncopied and valid until the next read from
+// br; a longer one is gathered into a slice of its own (readLongLine).
+func readLine(br *bufio.Reader, left *int) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
-		return nil, fmt.Errorf("line longer than %d bytes", br.Size())
+		line, err = readLongLine(br, line, *left)
 	}
 	if err != nil {
 		return nil, unexpectedEOF(err)
 	}
+	if len(line) > *left {
+		return nil, errLong
+	}
+	*left -= len(line)
 	line = line[:len(line)-1]
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
 	return line, nil
+}
+
+// readLongLine gathers a line that filled br's buffer: start is its first
+// part (the buffer, overwritten by the next read, so it is copied), the
+// rest is read up to and including the '\n'. It stops with errLong as soon
+// as the line is longer than most, so a line without an end costs at most
+// most bytes and one buffer.
+func readLongLine(br *bufio.Reader, start []byte, most int) ([]byte, error) {
+	line := append([]byte(nil), start...)
+	for len(line) <= most {
+		more, err := br.ReadSlice('\n')
+		line = append(line, more...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
+	}
+	return nil, errLong
 }
 
 // unexpectedEOF reports an EOF in the middle of a message as such: the

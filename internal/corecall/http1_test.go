@@ -12,6 +12,14 @@ import (
 	"gotest.tools/v3/assert"
 )
 
+// headerOf is a 200 whose status line and header fields take n bytes,
+// line endings included, padded by one long field before the one that
+// frames its body, {}.
+func headerOf(n int) string {
+	const head, tail = "HTTP/1.1 200 OK\r\nX-Pad: ", "\r\nContent-Length: 2\r\n\r\n"
+	return head + strings.Repeat("p", n-len(head)-len(tail)) + tail + "{}"
+}
+
 func TestReadResponse(t *testing.T) {
 	long := strings.Repeat("x", maxBody+1)
 	for _, tc := range []struct {
@@ -55,10 +63,21 @@ func TestReadResponse(t *testing.T) {
 		{name: "status glued to reason", in: "HTTP/1.1 200OK\r\n\r\n", noStatus: true},
 		{name: "interim then EOF", in: "HTTP/1.1 100 Continue\r\n\r\n", noStatus: true},
 		{name: "endless interim", in: strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", maxInterim+2), noStatus: true},
-		{name: "line longer than the buffer", in: "HTTP/1.1 200 " + strings.Repeat("r", 5000) + "\r\n\r\n", noStatus: true},
+		// Lines longer than the read buffer are read whole, up to the
+		// header limit (maxHeaderBytes: status line, fields, line endings).
+		{name: "header line longer than the buffer", in: "HTTP/1.1 200 OK\r\nX-Trace: " + strings.Repeat("t", 5000) + "\r\nContent-Length: 2\r\n\r\n{}", status: 200, body: "{}", keepAlive: true},
+		{name: "status line longer than the buffer", in: "HTTP/1.1 200 " + strings.Repeat("r", 5000) + "\r\nContent-Length: 2\r\n\r\n{}", status: 200, body: "{}", keepAlive: true},
+		{name: "header at the limit", in: headerOf(maxHeaderBytes), status: 200, body: "{}", keepAlive: true},
+		{name: "header one byte over the limit", in: headerOf(maxHeaderBytes + 1), status: 200, bodyErr: "header longer than 65536 bytes"},
+		{name: "many lines over the limit", in: "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-A: "+strings.Repeat("a", 1000)+"\r\n", 66) + "Content-Length: 2\r\n\r\n{}", status: 200, bodyErr: "header longer than 65536 bytes"},
+		{name: "endless header line", in: "HTTP/1.1 200 OK\r\nX-Trace: " + strings.Repeat("t", 200<<10), status: 200, bodyErr: "header longer than 65536 bytes"},
+		{name: "long header line cut short", in: "HTTP/1.1 200 OK\r\nX-Trace: " + strings.Repeat("t", 5000), status: 200, bodyErr: "unexpected EOF"},
+		{name: "trailer line longer than the buffer", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-T: " + strings.Repeat("t", 5000) + "\r\n\r\n", status: 200, body: "{}", keepAlive: true},
+		{name: "chunk-size line over its limit", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;x=" + strings.Repeat("e", maxChunkLine) + "\r\n{}\r\n0\r\n\r\n", status: 200, bodyErr: "chunk-size line longer than 4096 bytes"},
+		{name: "status line over the limit", in: "HTTP/1.1 200 " + strings.Repeat("r", maxHeaderBytes) + "\r\n\r\n", noStatus: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := readResponse(bufio.NewReaderSize(strings.NewReader(tc.in), 4096))
+			r, err := readResponse(bufio.NewReaderSize(strings.NewReader(tc.in), readBufferSize))
 			if tc.noStatus {
 				assert.Assert(t, err != nil)
 				var ns errNoStatus
@@ -94,6 +113,26 @@ func TestReadResponseLeavesTheNextOne(t *testing.T) {
 	assert.Equal(t, string(r.body), "x")
 	_, err = br.ReadByte()
 	assert.Equal(t, err, io.EOF)
+}
+
+// TestReadResponseAllocations: an answer whose lines fit the read buffer
+// is read without allocating (its body into the caller's buffer).
+func TestReadResponseAllocations(t *testing.T) {
+	usual := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: Mon, 30 Nov 2026 10:30:00 GMT\r\nContent-Length: 2\r\n\r\n{}")
+	rd := bytes.NewReader(nil)
+	br := bufio.NewReaderSize(rd, readBufferSize)
+	buf := make([]byte, 0, 64)
+	read := func(in []byte) func() {
+		return func() {
+			rd.Reset(in)
+			br.Reset(rd)
+			r, err := readResponseInto(br, buf)
+			if err != nil || r.bodyErr != nil || string(r.body) != "{}" {
+				t.Fatalf("read %v %v %q", err, r.bodyErr, r.body)
+			}
+		}
+	}
+	assert.Equal(t, testing.AllocsPerRun(100, read(usual)), 0.0)
 }
 
 func TestAppendRequest(t *testing.T) {
@@ -141,7 +180,7 @@ func FuzzReadResponse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		r, err := readResponse(bufio.NewReaderSize(bytes.NewReader(in), 4096))
+		r, err := readResponse(bufio.NewReaderSize(bytes.NewReader(in), readBufferSize))
 		if err != nil {
 			if r.status != 0 || r.body != nil {
 				t.Fatalf("no status, yet %d %q", r.status, r.body)

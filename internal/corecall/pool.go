@@ -46,7 +46,7 @@ type pconn struct {
 func newPconn(cc *countingConn) *pconn {
 	pc := &pconn{
 		cc:        cc,
-		br:        bufio.NewReaderSize(cc, 4096),
+		br:        bufio.NewReaderSize(cc, readBufferSize),
 		wbuf:      make([]byte, 0, 1024),
 		interrupt: func() { _ = cc.SetDeadline(aLongTimeAgo) },
 	}
@@ -58,6 +58,13 @@ func newPconn(cc *countingConn) *pconn {
 	}
 	return pc
 }
+
+// readBufferSize is the size of a connection's read buffer: room for a
+// usual answer's status line and header fields, each returned from the
+// buffer without copying. A longer line is gathered by readLine, up to
+// maxHeaderBytes, so the buffer size is no limit on what the core may
+// send.
+const readBufferSize = 4 << 10
 
 // maxKeptWriteBuffer caps the request buffer a connection keeps between
 // calls, so that one unusually large request does not pin its buffer.

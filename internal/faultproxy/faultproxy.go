@@ -5,8 +5,8 @@
 // restart, a failover or a network cut). It can also cut every connection
 // at once, or cut a connection at a COMMIT without passing it on, so that
 // the client's COMMIT never lands (the server rolls back) and the client
-// cannot tell it from a lost answer. Everything else passes unchanged,
-// both ways.
+// cannot tell it from a lost answer, or drop the client's CopyData (a
+// standby's status messages). Everything else passes unchanged, both ways.
 //
 // It reads the client's side of the protocol (startup, then typed
 // messages) to find the COMMIT: a simple query "COMMIT" (or "END"), or an
@@ -38,6 +38,7 @@ type Proxy struct {
 	cut         atomic.Int64 // connections cut after a COMMIT so far
 	commitDrops atomic.Int64 // COMMITs still to drop
 	dropped     atomic.Int64 // connections cut at a COMMIT not passed on so far
+	muteCopy    atomic.Bool  // the client's CopyData messages are dropped
 
 	mu     sync.Mutex
 	conns  map[*link]struct{}
@@ -81,6 +82,13 @@ func (p *Proxy) DropCommits(n int) { p.commitDrops.Store(int64(n)) }
 
 // CommitsDropped is how many COMMITs were dropped so far.
 func (p *Proxy) CommitsDropped() int { return int(p.dropped.Load()) }
+
+// MuteCopyData sets whether the client's CopyData messages are dropped
+// instead of passed on, on every connection. On a replication connection
+// these are the receiver's status messages: the server goes on streaming
+// WAL to a standby whose replies never reach it, as in the moment between
+// a standby's connecting and its first status message.
+func (p *Proxy) MuteCopyData(on bool) { p.muteCopy.Store(on) }
 
 // CutAll closes every connection open now, both sides (a network cut).
 func (p *Proxy) CutAll() {
@@ -229,6 +237,9 @@ func (l *link) toServer() {
 			}
 		case 'S':
 			commit, parsedCommit = parsedCommit, false
+		}
+		if typ == 'd' && l.p.muteCopy.Load() {
+			continue
 		}
 		if commit && typ == 'Q' && l.p.commitDrops.Load() > 0 && l.p.commitDrops.Add(-1) >= 0 {
 			l.p.dropped.Add(1)

@@ -258,7 +258,9 @@
 // COMMIT until a cancel request (that warning) or the client's deadline,
 // which drops the connection and loses the answer: both are noticed.
 //
-// Replication reads pg_stat_replication and synchronous_standby_names;
+// Replication reads pg_stat_replication and synchronous_standby_names,
+// and counts as standbys only the WAL senders that feed one (not an
+// archiver, a base backup or logical replication: standbySender);
 // CheckReplication refuses, at a command's start, a primary with standbys
 // attached while no standby is synchronous by configuration.
 //

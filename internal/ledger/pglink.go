@@ -61,8 +61,8 @@ type parsedURL struct {
 
 // parseURL parses a ledger URL as pgx does, after two decisions of its own:
 // a URL that reaches a host other than the loopback and states no sslmode
-// gets verify-full (SPEC 6a), and a password file readable by others is
-// refused.
+// gets verify-full (SPEC 6a), and a password taken from a password file
+// readable by others is refused (checkPassfile).
 func parseURL(rawURL string) (parsedURL, error) {
 	// An '@' left after the user:password@ part pgx finds means a password
 	// holding an unencoded '@' or '/': pgx would take part of it for a
@@ -80,7 +80,7 @@ func parseURL(rawURL string) (parsedURL, error) {
 			return parsedURL{}, parseError(rawURL, err)
 		}
 	}
-	if err := checkPassfile(rawURL); err != nil {
+	if err := checkPassfile(rawURL, pcfg.ConnConfig.Password); err != nil {
 		return parsedURL{}, err
 	}
 	link := LinkLoopback
@@ -198,19 +198,21 @@ func withQueryParam(rawURL, k, v string) string {
 	return head + rest + sep + url.QueryEscape(k) + "=" + url.QueryEscape(v)
 }
 
-// checkPassfile refuses a password file readable by group or others, the
-// rule libpq applies (libpq ignores such a file with a warning; a ledger
-// whose password anyone on the host can read is refused instead). The
-// file is the URL's passfile, else PGPASSFILE, else ~/.pgpass; a missing
-// one is no concern.
-func checkPassfile(rawURL string) error {
-	path := ""
-	for _, kv := range strings.Split(queryOf(rawURL), "&") {
-		if k, v, _ := strings.Cut(kv, "="); k == "passfile" {
-			path, _ = url.QueryUnescape(v)
-		}
+// checkPassfile refuses a connection whose password pgx takes from a
+// password file readable by group or others. libpq ignores such a file,
+// with a warning; pgx reads it whatever its mode, so a ledger password
+// anyone on the host can read would be used: it is refused instead,
+// naming the file. A file that gives this connection nothing is never
+// refused, whatever its mode: the URL (or PGPASSWORD, or a service file)
+// gives the password, or no entry matches the connection (certificate
+// authentication, a file that serves other databases). The file is the
+// URL's passfile, else PGPASSFILE, else ~/.pgpass, as pgx finds it;
+// password is the one pgx's configuration holds.
+func checkPassfile(rawURL, password string) error {
+	if !passwordFromFile(rawURL, password) {
+		return nil
 	}
-	what := "passfile"
+	path, what := passfileParam(rawURL), "passfile"
 	if path == "" {
 		path, what = os.Getenv("PGPASSFILE"), "PGPASSFILE"
 	}
@@ -226,9 +228,47 @@ func checkPassfile(rawURL string) error {
 		return nil
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("%s %s is readable by group or others (%s): chmod 0600 it", what, path, st.Mode().Perm())
+		return fmt.Errorf("%s %s gives the ledger's password and is readable by group or others (%s): chmod 0600 it", what, path, st.Mode().Perm())
 	}
 	return nil
+}
+
+// passwordFromFile reports whether pgx took password, the connection's,
+// from its password file: the same URL read with the empty file
+// (os.DevNull; pgx takes a parameter's last occurrence) gives none. pgx
+// decides where a password comes from (the URL, PGPASSWORD, a service
+// file, then the first entry of the file that matches the first host,
+// port, database and user); asking it again keeps that order its own.
+func passwordFromFile(rawURL, password string) bool {
+	if password == "" {
+		return false
+	}
+	without, err := pgxpool.ParseConfig(withQueryParam(rawURL, "passfile", os.DevNull))
+	if err != nil {
+		return true // cannot tell: as if it did
+	}
+	return without.ConnConfig.Password == ""
+}
+
+// passfileParam is the URL's passfile parameter (its last occurrence, as
+// pgx reads it), "" when it has none.
+func passfileParam(rawURL string) string {
+	path := ""
+	for _, kv := range strings.Split(queryOf(rawURL), "&") {
+		if k, v, _ := strings.Cut(kv, "="); unescaped(k) == "passfile" {
+			path = unescaped(v)
+		}
+	}
+	return path
+}
+
+// unescaped is a query key or value percent-decoded as pgx decodes it
+// (a '+' stays a '+'), or as it is when it cannot be.
+func unescaped(s string) string {
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
 }
 
 // displayURL is the URL to show in logs and messages, built from the parsed

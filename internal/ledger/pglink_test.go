@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,19 +92,73 @@ func TestLedgerLinkTLS(t *testing.T) {
 	assert.Equal(t, l.Link(), LinkLoopback)
 }
 
-// TestPassfileReadableByOthers: a password file readable by group or
-// others is refused, naming it (libpq's rule); 0600 is taken.
+// TestPassfileReadableByOthers: a password that pgx would take from a
+// password file readable by group or others is refused, naming the file
+// and never the password; 0600 is taken.
 func TestPassfileReadableByOthers(t *testing.T) {
 	pass := filepath.Join(t.TempDir(), "pgpass")
 	testkit.WriteFile(t, pass, []byte("*:*:*:*:secret\n"))
 	assert.NilError(t, os.Chmod(pass, 0o644))
 	t.Setenv("PGPASSFILE", pass)
 	_, err := OpenExisting("postgres://lhrelay@127.0.0.1:1/ledger?connect_timeout=1")
-	assert.ErrorContains(t, err, "PGPASSFILE "+pass+" is readable by group or others")
+	assert.ErrorContains(t, err, "PGPASSFILE "+pass+" gives the ledger's password and is readable by group or others")
+	assert.Check(t, !strings.Contains(err.Error(), "secret"), err.Error())
 
 	assert.NilError(t, os.Chmod(pass, 0o600))
 	_, err = OpenExisting("postgres://lhrelay@127.0.0.1:1/ledger?connect_timeout=1")
 	assert.Assert(t, err != nil) // nothing listens there
 	assert.Check(t, !strings.Contains(err.Error(), "readable"), err.Error())
 	assert.Check(t, !strings.Contains(err.Error(), "secret"), err.Error())
+}
+
+// TestPassfileNotReadIsNotRefused: a password file readable by others
+// that gives the connection nothing is no reason to refuse a start: the
+// URL or PGPASSWORD gives the password, or no entry matches (a file that
+// serves other databases, a login by certificate). The ledger opens, on
+// the real server. ~/.pgpass and the URL's passfile follow the same rule
+// as PGPASSFILE.
+func TestPassfileNotReadIsNotRefused(t *testing.T) {
+	db := pgtest.URL(t) // postgres://postgres@127.0.0.1:PORT/postgres?…, trust authentication
+	withPassword := strings.Replace(db, "postgres@", "postgres:pw@", 1)
+	dir := t.TempDir()
+	file := func(name string, mode os.FileMode, entry string) string {
+		path := filepath.Join(dir, name)
+		testkit.WriteFile(t, path, []byte(entry+"\n"))
+		assert.NilError(t, os.Chmod(path, mode))
+		return path
+	}
+	matching := file("matching", 0o644, "*:*:*:*:secret")
+	other := file("other", 0o644, "db9.bank.internal:5432:ledger:lhrelay:secret")
+
+	t.Run("the URL gives the password", func(t *testing.T) {
+		t.Setenv("PGPASSFILE", matching)
+		openLedger(t, withPassword)
+	})
+	t.Run("PGPASSWORD gives the password", func(t *testing.T) {
+		t.Setenv("PGPASSFILE", matching)
+		t.Setenv("PGPASSWORD", "pw")
+		openLedger(t, db)
+	})
+	t.Run("no entry for the connection", func(t *testing.T) {
+		t.Setenv("PGPASSFILE", other)
+		openLedger(t, db)
+	})
+	t.Run("the URL's passfile", func(t *testing.T) {
+		t.Setenv("PGPASSFILE", "")
+		openLedger(t, db+"&passfile="+url.QueryEscape(other))
+		_, err := Open(db + "&passfile=" + url.QueryEscape(matching))
+		assert.ErrorContains(t, err, "passfile "+matching+" gives the ledger's password")
+	})
+	t.Run("~/.pgpass", func(t *testing.T) {
+		home := t.TempDir()
+		t.Setenv("HOME", home)
+		t.Setenv("PGPASSFILE", "")
+		pgpass := filepath.Join(home, ".pgpass")
+		testkit.WriteFile(t, pgpass, []byte("*:*:*:*:secret\n"))
+		assert.NilError(t, os.Chmod(pgpass, 0o640))
+		openLedger(t, withPassword)
+		_, err := Open(db)
+		assert.ErrorContains(t, err, "password file "+pgpass+" gives the ledger's password")
+		assert.Check(t, !strings.Contains(err.Error(), "secret"), err.Error())
+	})
 }

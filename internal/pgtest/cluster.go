@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,6 +90,9 @@ func (v *Server) destroy() {
 
 // Addr is the server's host:port.
 func (v *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(v.s.port)) }
+
+// Port is the server's port (on 127.0.0.1).
+func (v *Server) Port() int { return v.s.port }
 
 // AdminURL is the URL of the server's maintenance database, as the
 // superuser.
@@ -260,7 +264,50 @@ func newPair(c Cleaner, bin string, sync bool, o Options) (*Pair, error) {
 	if err != nil {
 		return nil, err
 	}
+	from := primary.Addr()
+	if o.StandbyVia != nil {
+		from = o.StandbyVia(from)
+	}
+	standby, err := newStandby(c, bin, from, o)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pair{Primary: primary, Standby: standby}
+	want := "async"
+	if sync {
+		want = "sync"
+	}
+	if err := waitStreaming(primary.AdminURL(), want); err != nil {
+		return nil, err
+	}
+	if p.schema, err = createSchema(primary.AdminURL()); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
+// NewStandby starts a standby of v made as NewPair's is (pg_basebackup -R),
+// with v's settings, and returns once v streams to it, asynchronously
+// unless v's synchronous_standby_names says otherwise. v needs wal_level
+// replica or logical (replica is the default) and two free WAL senders.
+// It is removed when t ends.
+func (v *Server) NewStandby(t testing.TB) *Server {
+	t.Helper()
+	// The primary's settings: a standby refuses to run with fewer WAL
+	// senders (and other slots) than its primary.
+	standby, err := newStandby(t, v.s.bin, v.Addr(), Options{Env: v.s.env, Conf: v.s.conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitStreaming(v.AdminURL(), ""); err != nil {
+		t.Fatal(err)
+	}
+	return standby
+}
+
+// newStandby makes a standby streaming from the primary at from
+// (pg_basebackup -R, then pg_ctl start) and registers its removal with c.
+func newStandby(c Cleaner, bin, from string, o Options) (*Server, error) {
 	st := &server{bin: bin, owned: true, env: o.Env, conf: o.Conf}
 	if _, err := startOwned(st, false); err != nil {
 		return nil, err
@@ -273,10 +320,6 @@ func newPair(c Cleaner, bin string, sync bool, o Options) (*Pair, error) {
 	}
 	st.port = port
 	st.base = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", port)
-	from := primary.Addr()
-	if o.StandbyVia != nil {
-		from = o.StandbyVia(from)
-	}
 	host, fromPort, err := net.SplitHostPort(from)
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: standby source %q: %w", from, err)
@@ -288,33 +331,24 @@ func newPair(c Cleaner, bin string, sync bool, o Options) (*Pair, error) {
 	if err := st.startServer(); err != nil {
 		return nil, err
 	}
-	p := &Pair{Primary: primary, Standby: standby}
-	if err := p.waitStreaming(sync); err != nil {
-		return nil, err
-	}
-	if p.schema, err = createSchema(primary.AdminURL()); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return standby, nil
 }
 
-// waitStreaming waits until the primary streams to the standby (and, if
-// sync, synchronously).
-func (p *Pair) waitStreaming(sync bool) error {
+// waitStreaming waits until the primary at url streams to a standby (a
+// WAL sender of a walreceiver, the application name a standby gives by
+// default) in sync_state want ("" for any).
+func waitStreaming(url, want string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, p.Primary.AdminURL())
+	c, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	defer c.Close(context.Background())
-	want := "async"
-	if sync {
-		want = "sync"
-	}
 	for {
 		var n int
-		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = $1`, want).Scan(&n)
+		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication
+WHERE application_name = 'walreceiver' AND state = 'streaming' AND $1 IN ('', sync_state)`, want).Scan(&n)
 		if err != nil {
 			return fmt.Errorf("pgtest: waiting for the standby: %w", err)
 		}
@@ -323,7 +357,7 @@ func (p *Pair) waitStreaming(sync bool) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgtest: the standby does not stream (%s) after 60 s", want)
+			return fmt.Errorf("pgtest: the standby does not stream (%s) after 60 s", cmp.Or(want, "in any mode"))
 		case <-time.After(20 * time.Millisecond): // polling the server's view
 		}
 	}

@@ -146,6 +146,26 @@ func TestCoreAnswers(t *testing.T) {
 	}
 }
 
+// TestLongHeaderLineIsAnAnswer: a valid 200 carrying one header line
+// longer than the core client's read buffer (a gateway's trace header or
+// cookie) is the posted transfer, answered 0000 and recorded DONE.
+func TestLongHeaderLineIsAnAnswer(t *testing.T) {
+	sim := simCore(0)
+	trace := strings.Repeat("t", 5<<10)
+	core := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Gateway-Trace", trace)
+		sim.ServeHTTP(w, r)
+	})
+	e := startEnv(t, envConfig{core: core, ledger: true})
+	guid := testkit.GUID()
+	a := e.roundTrip(transferFrame(t, guid))
+	assert.Equal(t, a.code(), string(generated.RspHTTP200))
+	assert.Equal(t, sim.PostCount(guid), 1)
+	r := e.row(guid)
+	assert.Equal(t, r.State, ledger.StateDone)
+	assert.Assert(t, bytes.Equal(r.Response, a.raw))
+}
+
 func TestTimeoutIsE901WithinTimeout(t *testing.T) {
 	g := newGate(reply(200, `{}`))
 	defer g.Open()
