@@ -242,7 +242,8 @@ func TestBKFX0001Path(t *testing.T) {
 		t.Fatalf("registry entry: %+v, %v", tx, ok)
 	}
 	req := tx.NewRequest()
-	for body, want := range map[string]string{"USD03": "/v1/rates/USD/3", "EUR12": "/v1/rates/EUR/12", "A/B99": "/v1/rates/A%2FB/99"} {
+	for _, c := range []struct{ body, want string }{{"USD03", "/v1/rates/USD/3"}, {"EUR12", "/v1/rates/EUR/12"}, {"A/B99", "/v1/rates/A%2FB/99"}} {
+		body, want := c.body, c.want
 		if err := req.Decode(body); err != nil {
 			t.Fatal(err)
 		}
