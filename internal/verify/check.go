@@ -483,8 +483,6 @@ func checkTransitions(g *guidHistory) []string {
 	if g.h.entries == nil {
 		return nil
 	}
-	es := slices.Clone(g.h.entries[g.guid])
-	sort.SliceStable(es, func(i, j int) bool { return es[i].At.Before(es[j].At) })
 	type state struct {
 		st       ledger.State
 		rsp      string
@@ -492,20 +490,9 @@ func checkTransitions(g *guidHistory) []string {
 	}
 	var cur state // no row
 	var shown []string
-	for i := 0; i < len(es); i++ {
-		e := es[i]
-		fits := func(e ledger.Entry) bool {
-			return e.StateBefore == cur.st && (e.RspBefore == cur.rsp || e.StateBefore == e.StateAfter)
-		}
-		// Two changes of one row may carry the same time (their
-		// transactions read the clock in the same microsecond): the one
-		// that fits the chain comes first.
-		if !fits(e) && i+1 < len(es) && es[i+1].At.Equal(e.At) && fits(es[i+1]) {
-			es[i], es[i+1] = es[i+1], es[i]
-			e = es[i]
-		}
+	for _, e := range chainOrder(g.h.entries[g.guid]) {
 		shown = append(shown, entryString(e))
-		if !fits(e) {
+		if !fits(rowAt{cur.st, cur.rsp}, e) {
 			return append(shown, fmt.Sprintf("expected a change from %s", stateString(cur.st, cur.rsp)))
 		}
 		if e.StateAfter != "" && e.Attempts < cur.attempts {
@@ -528,6 +515,39 @@ func checkTransitions(g *guidHistory) []string {
 		return append(shown, fmt.Sprintf("the history ends in %s attempts %d", stateString(cur.st, cur.rsp), cur.attempts), rowString(r))
 	}
 	return nil
+}
+
+// chainOrder is a row's history in time order. Changes of one row may
+// carry the same time (their transactions read the clock in the same
+// microsecond, or one transaction of a relay's writer made both): of
+// those, the one that fits the chain (fits) comes first.
+func chainOrder(entries []ledger.Entry) []ledger.Entry {
+	es := slices.Clone(entries)
+	slices.SortStableFunc(es, func(a, b ledger.Entry) int { return a.At.Compare(b.At) })
+	var cur rowAt // no row
+	for i := range es {
+		for j := i; j < len(es) && es[j].At.Equal(es[i].At); j++ {
+			if fits(cur, es[j]) {
+				es[i], es[j] = es[j], es[i]
+				break
+			}
+		}
+		switch e := es[i]; {
+		case e.StateBefore == e.StateAfter:
+			// a note that changed nothing
+		case e.StateAfter == "":
+			cur = rowAt{} // purged: a later claim starts again
+		default:
+			cur = rowAt{e.StateAfter, e.RspAfter}
+		}
+	}
+	return es
+}
+
+// fits reports whether e is a change of the row cur: its before is cur (a
+// note, which changes nothing, names no code before).
+func fits(cur rowAt, e ledger.Entry) bool {
+	return e.StateBefore == cur.State && (e.RspBefore == cur.Rsp || e.StateBefore == e.StateAfter)
 }
 
 // checkUnknownSettled: a row leaves UNKNOWN for FAILED only on the core's
@@ -580,8 +600,7 @@ func checkSettleAge(g *guidHistory) []string {
 	if g.h.entries == nil {
 		return nil
 	}
-	es := slices.Clone(g.h.entries[g.guid])
-	slices.SortStableFunc(es, func(a, b ledger.Entry) int { return a.At.Compare(b.At) })
+	es := chainOrder(g.h.entries[g.guid])
 	var prev *ledger.Entry // the last change of the row's state or code
 	for i := range es {
 		e := &es[i]

@@ -395,6 +395,16 @@ func TestSettleAge(t *testing.T) {
 		{name: "SENT settled as soon as UNKNOWN would be", fails: true, entries: []ledger.Entry{claim, entry(4500, "relay", "stale SENT, lookup 404: never posted", ledger.StateSent, ledger.StateFailed)}},
 		{name: "resolve with no age", entries: []ledger.Entry{claim, unknown, entry(1010, "resolve", "lookup 404: never posted", ledger.StateUnknown, ledger.StateFailed)}},
 		{name: "the relay's own outcome", entries: []ledger.Entry{claim, entry(5, "relay", "core answered 200", ledger.StateSent, ledger.StateDone)}},
+		// The relay settled the row and served the channel's resend at
+		// the same time by the database's clock (verify --store postgres,
+		// seed 1, schedule 430), the re-claim listed first.
+		{name: "settled with the re-claim that followed it", entries: []ledger.Entry{claim, unknown,
+			entry(5010, "relay", "re-claimed by the channel's resend", ledger.StateFailed, ledger.StateSent),
+			entry(5010, "relay", "lookup 404: never posted", ledger.StateUnknown, ledger.StateFailed)}},
+		{name: "settled too soon with the re-claim that followed it", fails: true, entries: []ledger.Entry{claim,
+			entry(4500, "relay", "core did not answer", ledger.StateSent, ledger.StateUnknown),
+			entry(5010, "relay", "re-claimed by the channel's resend", ledger.StateFailed, ledger.StateSent),
+			entry(5010, "relay", "lookup 404: never posted", ledger.StateUnknown, ledger.StateFailed)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &guidHistory{h: &history{entries: map[string][]ledger.Entry{testGUID: tc.entries}}, guid: testGUID}
