@@ -80,7 +80,7 @@ func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 		RspCode:     string(generated.SourceConnectFail.Code()),
 		MaxAttempts: cfg.MaxAttempts,
 	}
-	if plant.On(plant.ReprocessUnknown) {
+	if plant.On(plant.ReprocessUnknown) || plant.On(plant.ReprocessReclaimUnknown) {
 		resendable.States = append(resendable.States, ledger.StateUnknown)
 		resendable.RspCode = ""
 	}
@@ -226,13 +226,17 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 		// (the channel's retry) may have re-claimed and sent it since.
 		// Its call is theirs to record, and asking the core about it
 		// while it may be under way there tells nothing.
+		from := ledger.StateFailed
+		if plant.On(plant.ReprocessReclaimUnknown) {
+			from = row.State // UNKNOWN too: the ledger's re-claim takes it (plant)
+		}
 		cur, err := l.Get(ctx, row.GUID)
 		switch {
 		case errors.Is(err, ledger.ErrNotFound):
 			return outcomeSkipped, nil
 		case err != nil:
 			return "", err
-		case cur.State != ledger.StateFailed || cur.RspCode != row.RspCode || cur.Attempts != row.Attempts:
+		case cur.State != from || cur.RspCode != row.RspCode || cur.Attempts != row.Attempts:
 			return outcomeSkipped, nil
 		}
 		rec, fail, err := st.lookUp(ctx, row.GUID, &r)
@@ -244,7 +248,7 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 			// FAILED while it was under way: sending it again would
 			// post it twice.
 			rec.Why.Reason = reasonPostedAlready
-			err := l.TransitionOfAttempts(ctx, row.GUID, ledger.StateFailed, row.Attempts, rec)
+			err := l.TransitionOfAttempts(ctx, row.GUID, from, row.Attempts, rec)
 			switch {
 			case errors.Is(err, ledger.ErrStateChanged):
 				return outcomeSkipped, nil

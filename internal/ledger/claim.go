@@ -792,6 +792,9 @@ func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int
 		)
 		if maxAttempts > 0 {
 			n, err = tx.change(sqlReclaimBelow, []any{token, guid, maxAttempts}, reclaimed(guid, fmt.Sprintf("re-claimed to resend (attempts below %d)", maxAttempts), &a))
+			if err == nil && n == 0 && plant.On(plant.ReprocessReclaimUnknown) {
+				n, err = reclaimUnknownBelow(tx, token, guid, maxAttempts, &a)
+			}
 		} else {
 			n, err = tx.change(sqlReclaim, []any{token, guid}, reclaimed(guid, "re-claimed to resend", &a))
 		}
@@ -891,6 +894,23 @@ ON CONFLICT(guid) DO UPDATE SET state = 'SENT', updated_at = CURRENT_TIMESTAMP`,
 		return err
 	})})
 	return Claim{Outcome: Owned, Attempts: 1}, err == nil
+}
+
+// reclaimUnknownBelow is the planted mistake plant.ReprocessReclaimUnknown:
+// ReclaimBelow also takes an UNKNOWN row, UNKNOWN → SENT, attempts+1,
+// whose request may have been posted. Its history entry says so (before:
+// UNKNOWN), as every write of tx must.
+func reclaimUnknownBelow(tx stmts, token, guid string, maxAttempts int, attempts *int64) (int64, error) {
+	return tx.change(`UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP, claim_token = ?
+WHERE guid = ? AND (state = 'UNKNOWN') IS TRUE AND COALESCE(attempts, 0) < ? RETURNING attempts, rsp_code`, []any{token, guid, maxAttempts},
+		func(s scanner) (pending, error) {
+			var rsp nullString
+			if err := s.Scan(attempts, &rsp); err != nil {
+				return pending{}, err
+			}
+			return pending{guid: guid, stateBefore: StateUnknown, rspBefore: rsp.String, stateAfter: StateSent, rspAfter: rsp.String,
+				attempts: int(*attempts), why: Why{Reason: fmt.Sprintf("planted: an UNKNOWN row re-claimed to resend (attempts below %d)", maxAttempts)}}, nil
+		})
 }
 
 // newClaimToken returns a value no other claim has, on any relay sharing

@@ -18,6 +18,13 @@ const (
 	// ReprocessUnknown: reprocess also resends UNKNOWN rows, whose request
 	// may have been posted.
 	ReprocessUnknown Name = "reprocess-unknown"
+	// ReprocessReclaimUnknown: reprocess also selects UNKNOWN rows, looks
+	// each up before the resend as it does a FAILED one, and re-claims
+	// one the lookup did not find posted UNKNOWN → SENT and resends it.
+	// The lookup saves it whenever the core has finished the POST; a
+	// core that posts after the relay's timeout and after the lookup
+	// posts it twice.
+	ReprocessReclaimUnknown Name = "reprocess-reclaim-unknown"
 	// ClaimSelectInsert: the claim reads the row, then writes one if it saw
 	// none, so two requests of one GUID at once both own it.
 	ClaimSelectInsert Name = "claim-select-insert"
@@ -38,7 +45,7 @@ const (
 )
 
 // All lists the planted mistakes, for cmd/verify's --plant and its CI run.
-var All = []Name{ReprocessUnknown, ClaimSelectInsert, ReadTimeoutE902, LookupOtherGUID, SettleClockAhead, ForgetLate200}
+var All = []Name{ReprocessUnknown, ReprocessReclaimUnknown, ClaimSelectInsert, ReadTimeoutE902, LookupOtherGUID, SettleClockAhead, ForgetLate200}
 
 // EnvVar names the environment variable a verifybugs build reads.
 const EnvVar = "LHRELAY_PLANT"

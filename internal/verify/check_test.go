@@ -217,13 +217,13 @@ func TestSQLiteDrawsNoPostgresFault(t *testing.T) {
 func TestTransitions(t *testing.T) {
 	f := newFixture(t)
 	arrive := coresim.TruthEvent{At: at(40), Ev: coresim.TruthArrive, GUID: testGUID}
-	entry := func(ms int, from, fromRsp, to, toRsp string, attempts int) ledger.Entry {
-		return ledger.Entry{GUID: testGUID, At: at(ms), StateBefore: ledger.State(from), RspBefore: fromRsp,
+	entry := func(ms int, by, from, fromRsp, to, toRsp string, attempts int) ledger.Entry {
+		return ledger.Entry{GUID: testGUID, At: at(ms), Command: by, StateBefore: ledger.State(from), RspBefore: fromRsp,
 			StateAfter: ledger.State(to), RspAfter: toRsp, Attempts: attempts}
 	}
-	claim := entry(10, "", "", "SENT", "", 1)
-	unknown := entry(1000, "SENT", "", "UNKNOWN", codeUnknown, 1)
-	resolved := entry(5000, "UNKNOWN", codeUnknown, "DONE", codeOK, 1)
+	claim := entry(10, "relay", "", "", "SENT", "", 1)
+	unknown := entry(1000, "relay", "SENT", "", "UNKNOWN", codeUnknown, 1)
+	resolved := entry(5000, "resolve", "UNKNOWN", codeUnknown, "DONE", codeOK, 1)
 	for _, tc := range []struct {
 		name    string
 		entries []ledger.Entry
@@ -235,10 +235,10 @@ func TestTransitions(t *testing.T) {
 		{name: "no claim", fails: true, entries: []ledger.Entry{unknown, resolved}},
 		{name: "ends elsewhere than the row", fails: true, entries: []ledger.Entry{claim, unknown}},
 		{name: "attempts differ from the row's", fails: true,
-			entries: []ledger.Entry{claim, unknown, entry(5000, "UNKNOWN", codeUnknown, "DONE", codeOK, 2)}},
-		{name: "same time, chain order", entries: []ledger.Entry{claim, entry(1000, "UNKNOWN", codeUnknown, "DONE", codeOK, 1), unknown}},
+			entries: []ledger.Entry{claim, unknown, entry(5000, "resolve", "UNKNOWN", codeUnknown, "DONE", codeOK, 2)}},
+		{name: "same time, chain order", entries: []ledger.Entry{claim, entry(1000, "resolve", "UNKNOWN", codeUnknown, "DONE", codeOK, 1), unknown}},
 		{name: "a note that changes nothing", entries: []ledger.Entry{claim, unknown,
-			entry(2000, "UNKNOWN", codeUnknown, "UNKNOWN", codeOK, 1), resolved}},
+			entry(2000, "relay", "UNKNOWN", "", "UNKNOWN", codeOK, 1), resolved}},
 		{name: "no history for a row", fails: true, entries: nil},
 		{name: "no row, no history", row: map[string]ledger.Row{}, entries: nil},
 		{name: "history for no row", fails: true, row: map[string]ledger.Row{}, entries: []ledger.Entry{claim}},
@@ -281,15 +281,15 @@ func TestMissedWindow(t *testing.T) {
 	r.Attempts = 2 // the resend's
 	doneOK[testGUID] = r
 	early := map[string]bool{testGUID: true}
-	entry := func(ms int, from, fromRsp, to, toRsp string, attempts, status int) ledger.Entry {
-		return ledger.Entry{GUID: testGUID, At: at(ms), StateBefore: ledger.State(from), RspBefore: fromRsp,
+	entry := func(ms int, by, from, fromRsp, to, toRsp string, attempts, status int) ledger.Entry {
+		return ledger.Entry{GUID: testGUID, At: at(ms), Command: by, StateBefore: ledger.State(from), RspBefore: fromRsp,
 			StateAfter: ledger.State(to), RspAfter: toRsp, Attempts: attempts, Why: ledger.Why{HTTPStatus: status}}
 	}
 	// Claimed, E901, settled FAILED on the early lookup's 404, resent and
 	// posted again.
-	entries := []ledger.Entry{entry(10, "", "", "SENT", "", 1, 0), entry(1005, "SENT", "", "UNKNOWN", codeUnknown, 1, 0),
-		entry(1025, "UNKNOWN", codeUnknown, "FAILED", codeNotSent, 1, 404),
-		entry(2980, "FAILED", codeNotSent, "SENT", codeNotSent, 2, 0), entry(3010, "SENT", codeNotSent, "DONE", codeOK, 2, 200)}
+	entries := []ledger.Entry{entry(10, "relay", "", "", "SENT", "", 1, 0), entry(1005, "relay", "SENT", "", "UNKNOWN", codeUnknown, 1, 0),
+		entry(1025, "resolve", "UNKNOWN", codeUnknown, "FAILED", codeNotSent, 1, 404),
+		entry(2980, "reprocess", "FAILED", codeNotSent, "SENT", codeNotSent, 2, 0), entry(3010, "reprocess", "SENT", codeNotSent, "DONE", codeOK, 2, 200)}
 	for _, tc := range []struct {
 		name     string
 		attempt  Attempt
@@ -335,15 +335,15 @@ func TestUnknownSettled(t *testing.T) {
 	lookup := func(ms, status int) coresim.TruthEvent {
 		return coresim.TruthEvent{At: at(ms), Ev: coresim.TruthLookup, GUID: testGUID, Status: status}
 	}
-	entry := func(ms int, from, fromRsp, to, toRsp string, attempts int) ledger.Entry {
-		return ledger.Entry{GUID: testGUID, At: at(ms), StateBefore: ledger.State(from), RspBefore: fromRsp,
+	entry := func(ms int, by, from, fromRsp, to, toRsp string, attempts int) ledger.Entry {
+		return ledger.Entry{GUID: testGUID, At: at(ms), Command: by, StateBefore: ledger.State(from), RspBefore: fromRsp,
 			StateAfter: ledger.State(to), RspAfter: toRsp, Attempts: attempts}
 	}
-	claim := entry(10, "", "", "SENT", "", 1)
-	unknown := entry(1000, "SENT", "", "UNKNOWN", codeUnknown, 1)
-	failed := entry(5000, "UNKNOWN", codeUnknown, "FAILED", codeNotSent, 1)
-	again := []ledger.Entry{entry(6000, "FAILED", codeNotSent, "SENT", "", 2), entry(7000, "SENT", "", "UNKNOWN", codeUnknown, 2),
-		entry(9000, "UNKNOWN", codeUnknown, "FAILED", codeNotSent, 2)}
+	claim := entry(10, "relay", "", "", "SENT", "", 1)
+	unknown := entry(1000, "relay", "SENT", "", "UNKNOWN", codeUnknown, 1)
+	failed := entry(5000, "resolve", "UNKNOWN", codeUnknown, "FAILED", codeNotSent, 1)
+	again := []ledger.Entry{entry(6000, "relay", "FAILED", codeNotSent, "SENT", codeNotSent, 2), entry(7000, "relay", "SENT", codeNotSent, "UNKNOWN", codeUnknown, 2),
+		entry(9000, "resolve", "UNKNOWN", codeUnknown, "FAILED", codeNotSent, 2)}
 	for _, tc := range []struct {
 		name    string
 		entries []ledger.Entry
@@ -395,6 +395,16 @@ func TestSettleAge(t *testing.T) {
 		{name: "SENT settled as soon as UNKNOWN would be", fails: true, entries: []ledger.Entry{claim, entry(4500, "relay", "stale SENT, lookup 404: never posted", ledger.StateSent, ledger.StateFailed)}},
 		{name: "resolve with no age", entries: []ledger.Entry{claim, unknown, entry(1010, "resolve", "lookup 404: never posted", ledger.StateUnknown, ledger.StateFailed)}},
 		{name: "the relay's own outcome", entries: []ledger.Entry{claim, entry(5, "relay", "core answered 200", ledger.StateSent, ledger.StateDone)}},
+		// The relay settled the row and served the channel's resend at
+		// the same time by the database's clock (verify --store postgres,
+		// seed 1, schedule 430), the re-claim listed first.
+		{name: "settled with the re-claim that followed it", entries: []ledger.Entry{claim, unknown,
+			entry(5010, "relay", "re-claimed by the channel's resend", ledger.StateFailed, ledger.StateSent),
+			entry(5010, "relay", "lookup 404: never posted", ledger.StateUnknown, ledger.StateFailed)}},
+		{name: "settled too soon with the re-claim that followed it", fails: true, entries: []ledger.Entry{claim,
+			entry(4500, "relay", "core did not answer", ledger.StateSent, ledger.StateUnknown),
+			entry(5010, "relay", "re-claimed by the channel's resend", ledger.StateFailed, ledger.StateSent),
+			entry(5010, "relay", "lookup 404: never posted", ledger.StateUnknown, ledger.StateFailed)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &guidHistory{h: &history{entries: map[string][]ledger.Entry{testGUID: tc.entries}}, guid: testGUID}

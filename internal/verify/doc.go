@@ -95,6 +95,14 @@
 //     --settle-min-age (UNKNOWN) or --stale-sent (SENT) after the row's
 //     previous change, both stamped by that clock, whatever other clock
 //     the settling read;
+//   - every history entry is a change its actor (the entry's command) may
+//     make: its before and after are a line of the transition table
+//     (transitions.go), derived from SPEC 5–7: claim, re-claim, the
+//     call's outcome, the late answer, the unconfirmed claim made FAILED,
+//     settling (the relay's and resolve's), reprocess's lookup and
+//     re-claim, purge, copy. Each other entry is a violation of its own:
+//     reprocess taking an UNKNOWN row is one, whether or not its lookup
+//     saved the transfer from a second posting;
 //   - a relay that answered 0000 for a call settled early recorded that
 //     late answer over FAILED: unless that relay was SIGKILLed since the
 //     attempt was sent, nobody else (reprocess, from its lookup) took the

@@ -116,6 +116,10 @@ func writeTimeline(path string, s Schedule, g *guidHistory, vs []Violation) erro
 			p.Rows = append(p.Rows, timelineRow{At: e.At, Until: e.At, Who: "core", What: truthString(e)})
 		}
 	}
+	for _, e := range g.h.entries[g.guid] {
+		// Stamped by the database's clock, which a schedule may shift.
+		p.Rows = append(p.Rows, timelineRow{At: e.At, Until: e.At, Who: "ledger history (database clock)", What: entryString(e)})
+	}
 	for _, r := range g.h.reprocess {
 		p.Rows = append(p.Rows, timelineRow{At: r.from, Until: r.to, Who: "reprocess", What: "a reprocess run"})
 	}
