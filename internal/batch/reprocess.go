@@ -146,7 +146,9 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	err = scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
 		s.Add("selected")
 		outcome, err := resendRow(ctx, st, row, cfg)
-		s.Add(outcome)
+		if outcome != "" { // "" comes with the ledger's error, which stops the run
+			s.Add(outcome)
+		}
 		done++
 		if cfg.Progress != nil {
 			cfg.Progress(done, total)

@@ -94,7 +94,9 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 			}
 			s.Add("selected")
 			outcome, err := st.resolveRow(ctx, row)
-			s.Add(outcome)
+			if outcome != "" { // "" comes with the ledger's error, which stops the run
+				s.Add(outcome)
+			}
 			done++
 			if cfg.Progress != nil {
 				cfg.Progress(done, total)
