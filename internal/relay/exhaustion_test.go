@@ -25,48 +25,34 @@ func (e *env) dialFrom(local string) net.Conn {
 	return c
 }
 
-// TestSilentConnectionClosedAtFrameTimeout: a new connection that sends
-// nothing holds its slot for FrameTimeout, not IdleTimeout (SPEC 5.7).
-func TestSilentConnectionClosedAtFrameTimeout(t *testing.T) {
-	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: 200 * time.Millisecond, idleTimeout: time.Hour})
-	logged := e.log.When("no frame started in time after connecting")
-	c := e.dial()
-	expectClosed(t, c) // within dial's 10 s deadline, so long before the hour
-	waitFor(t, logged, "the log line")
-}
-
-// TestSilentTLSConnectionClosedAtFrameTimeout: the same for a connection
-// that never starts its TLS handshake.
-func TestSilentTLSConnectionClosedAtFrameTimeout(t *testing.T) {
-	ca := testkit.NewCA(t, "relay CA")
-	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: 200 * time.Millisecond, idleTimeout: time.Hour, tls: channelTLS(t, ca, ca)})
-	logged := e.log.When("TLS handshake failed")
-	c := e.dial()
-	expectClosed(t, c)
-	waitFor(t, logged, "the log line")
-}
-
-// TestSilentConnectionClosedAtIdleTimeout: when --idle-timeout is the
-// shorter, a new connection that sends nothing is closed after it, not
-// after the first-frame deadline of FrameTimeout (SPEC 5.7: the wait for
-// the first frame is idle time too).
-func TestSilentConnectionClosedAtIdleTimeout(t *testing.T) {
-	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: time.Hour, idleTimeout: 200 * time.Millisecond})
-	logged := e.log.When("no frame started in time after connecting")
-	c := e.dial()
-	expectClosed(t, c) // within dial's 10 s deadline, so long before the hour
-	waitFor(t, logged, "the log line")
-}
-
-// TestSilentTLSConnectionClosedAtIdleTimeout: the same for a connection
-// that never starts its TLS handshake.
-func TestSilentTLSConnectionClosedAtIdleTimeout(t *testing.T) {
-	ca := testkit.NewCA(t, "relay CA")
-	e := startEnv(t, envConfig{core: simCore(0), frameTimeout: time.Hour, idleTimeout: 200 * time.Millisecond, tls: channelTLS(t, ca, ca)})
-	logged := e.log.When("TLS handshake failed")
-	c := e.dial()
-	expectClosed(t, c)
-	waitFor(t, logged, "the log line")
+// TestSilentConnectionClosed: a new connection that sends nothing, or never
+// starts its TLS handshake, is closed after the shorter of FrameTimeout and
+// IdleTimeout (SPEC 5.7): it holds its slot for neither the hour of the
+// other, and the wait for the first frame is idle time too.
+func TestSilentConnectionClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		frameTimeout, idle time.Duration
+	}{
+		{"frame-timeout shorter", 200 * time.Millisecond, time.Hour},
+		{"idle-timeout shorter", time.Hour, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startEnv(t, envConfig{core: simCore(0), frameTimeout: tc.frameTimeout, idleTimeout: tc.idle})
+			logged := e.log.When("no frame started in time after connecting")
+			c := e.dial()
+			expectClosed(t, c) // within dial's 10 s deadline, so long before the hour
+			waitFor(t, logged, "the log line")
+		})
+		t.Run(tc.name+", TLS", func(t *testing.T) {
+			ca := testkit.NewCA(t, "relay CA")
+			e := startEnv(t, envConfig{core: simCore(0), frameTimeout: tc.frameTimeout, idleTimeout: tc.idle, tls: channelTLS(t, ca, ca)})
+			logged := e.log.When("TLS handshake failed")
+			c := e.dial()
+			expectClosed(t, c)
+			waitFor(t, logged, "the log line")
+		})
+	}
 }
 
 // TestPerAddrShare: a flood of silent connections from one address takes
