@@ -201,3 +201,13 @@ func TestReadOnly(t *testing.T) {
 	_, err = l.Claim(context.Background(), ledger.Request{GUID: testkit.GUID(), TxCode: "X", Frame: []byte("x"), Body: []byte("x")})
 	assert.Check(t, is.ErrorIs(err, ledger.ErrReadOnly))
 }
+
+// Every page renders.
+func TestPagesRender(t *testing.T) {
+	w := sqliteWorld(t)
+	ts, _ := serve(t, w.db, nil)
+	for _, p := range []string{"/", "/needs", "/needs?need=out&tx=BKTR0001&state=FAILED&age=0", "/search", "/search?q=" + w.out[:20], "/guid/" + w.out, "/login", "/assets/style.css", "/assets/console.js", "/api/overview"} {
+		status, body, _ := get(t, ts.URL+p)
+		assert.Check(t, is.Equal(status, 200), "%s: %s", p, body)
+	}
+}

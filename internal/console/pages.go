@@ -84,6 +84,7 @@ type overviewView struct {
 	ShowAccount bool
 	Cfg         Config
 	RefreshMs   int64
+	Unknown     int64
 }
 
 type stateCount struct {
@@ -93,7 +94,7 @@ type stateCount struct {
 
 func (s *Server) overviewView(r *http.Request) overviewView {
 	o, a := s.currentOverview(r.Context())
-	v := overviewView{O: o, Audit: a, Cfg: s.cfg, RefreshMs: s.cfg.Refresh.Milliseconds()}
+	v := overviewView{O: o, Audit: a, Cfg: s.cfg, RefreshMs: s.cfg.Refresh.Milliseconds(), Unknown: o.ByState[ledger.StateUnknown]}
 	for _, st := range ledger.States {
 		v.States = append(v.States, stateCount{string(st), o.ByState[st]})
 	}

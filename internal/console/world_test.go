@@ -34,13 +34,15 @@ type world struct {
 	db                              string
 	settled, xssScript, xssImg, out string
 	wdAcct                          string
+	relay                           string // a relay still serving on the ledger, until the test ends
 	replay, stored                  []byte // the settled GUID's replayed answer and its stored response
 }
 
 // startRelay serves a relay in-process on db; settleEvery 0: no settler.
 func startRelay(t *testing.T, db, core string, timeout, settleEvery time.Duration) *assemble.Relay {
 	t.Helper()
-	cfg := assemble.Config{Listen: "127.0.0.1:0", Core: core, DB: db, Timeout: timeout}
+	cfg := assemble.Config{Listen: "127.0.0.1:0", Core: core, DB: db, Timeout: timeout,
+		LedgerOptions: []ledger.Option{ledger.WithActor(ledger.NewActor("relay"))}}
 	if settleEvery > 0 {
 		cfg.Settle = settle.Config{Every: settleEvery, MinAge: time.Second, StaleSent: time.Minute, TrustLookup404: true}
 	}
@@ -93,6 +95,7 @@ func newWorld(t *testing.T, db string) *world {
 	r := waitRow(t, db, w.settled, func(r ledger.Row) bool { return r.State == ledger.StateDone })
 	w.stored = r.Response
 	w.replay = sendTo(t, b.Addr().String(), frame)
+	w.relay = b.Addr().String()
 
 	for guid, memo := range map[string]string{w.xssScript: memoScript, w.xssImg: memoImg} {
 		f := testkit.Transfer(t, guid, map[string]string{"wdAcct": w.wdAcct, "memo": memo})
@@ -101,6 +104,12 @@ func newWorld(t *testing.T, db string) *world {
 	outFrame := testkit.Transfer(t, w.out, map[string]string{"memo": "no core"})
 	for range 3 {
 		assert.Equal(t, code(t, sendTo(t, down.Addr().String(), outFrame)), generated.RspConnectFail)
+	}
+	// The relay may record an outcome after it answered: wait for the
+	// rows to be as answered.
+	waitRow(t, db, w.out, func(r ledger.Row) bool { return r.State == ledger.StateFailed && r.Attempts == 3 })
+	for _, g := range []string{w.xssScript, w.xssImg} {
+		waitRow(t, db, g, func(r ledger.Row) bool { return r.State == ledger.StateDone })
 	}
 	return w
 }
