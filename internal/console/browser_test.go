@@ -15,6 +15,7 @@ import (
 
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/pgtest"
 	"lhrelay/internal/testkit"
 )
 
@@ -100,6 +101,14 @@ func TestBrowser(t *testing.T) {
 		assert.NilError(t, os.WriteFile(out, png, 0o644))
 		t.Logf("screenshot written to %s", out)
 	}
+}
+
+// The same pages on a PostgreSQL ledger the relays share.
+func TestBrowserPostgres(t *testing.T) {
+	ctx := browser(t)
+	w := newWorld(t, pgtest.URL(t))
+	ts, logs := serve(t, w.db, func(c *Config) { c.Refresh = 100 * time.Millisecond })
+	browserPages(t, ctx, w, ts.URL, logs)
 }
 
 // browserPages is TestBrowser's checks, on either store.

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/testkit"
+	"lhrelay/internal/tlsconf"
 )
 
 // serve starts a console on w's ledger, opened read-only.
@@ -210,4 +212,43 @@ func TestPagesRender(t *testing.T) {
 		status, body, _ := get(t, ts.URL+p)
 		assert.Check(t, is.Equal(status, 200), "%s: %s", p, body)
 	}
+}
+
+// Client certificates: a verified one is its subject in the access log;
+// none is a 401, logged.
+func TestClientCertificates(t *testing.T) {
+	w := sqliteWorld(t)
+	dir := t.TempDir()
+	ca := testkit.NewCA(t, "ops CA")
+	cert, key := ca.Server(t, "console").WriteFiles(t, dir, "console")
+	tlsCfg, err := TLSConfig(tlsconf.ServerFiles{Cert: cert, Key: key, ClientCA: ca.WriteCA(t, dir, "ca")})
+	assert.NilError(t, err)
+
+	l, err := ledger.OpenReadOnly(w.db)
+	assert.NilError(t, err)
+	defer l.Close()
+	logs := &testkit.SyncBuffer{}
+	s, err := New(Config{Ledger: l, ClientCerts: true, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	assert.NilError(t, err)
+	defer s.Close()
+	ts := httptest.NewUnstartedServer(s)
+	ts.TLS = tlsCfg
+	ts.StartTLS()
+	defer ts.Close()
+
+	client := func(certs ...tls.Certificate) *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), Certificates: certs}}}
+	}
+	resp, err := client().Get(ts.URL + "/guid/" + w.settled)
+	assert.NilError(t, err)
+	resp.Body.Close()
+	assert.Check(t, is.Equal(resp.StatusCode, 401))
+	assert.Check(t, is.Contains(logs.String(), `request refused" status=401`))
+
+	resp, err = client(ca.Client(t, "alice").TLS).Get(ts.URL + "/guid/" + w.settled)
+	assert.NilError(t, err)
+	resp.Body.Close()
+	assert.Check(t, is.Equal(resp.StatusCode, 200))
+	assert.Check(t, is.Contains(resp.Header.Get("Strict-Transport-Security"), "max-age="))
+	assert.Check(t, is.Regexp(`guid viewed" guid=`+w.settled+` who="cert CN=alice`, logs.String()))
 }
