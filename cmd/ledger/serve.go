@@ -114,4 +114,3 @@ func runServe(ctx context.Context, args []string, out io.Writer) error {
 	defer cancel()
 	return hs.Shutdown(sctx)
 }
-
