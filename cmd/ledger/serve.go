@@ -40,7 +40,7 @@ func runServe(ctx context.Context, args []string, out io.Writer) error {
 	cliflag.SecondsVar(fs, &staleSent, "stale-sent", 600*time.Second, "a SENT row older than this many `seconds` needs a person (resolve's --stale-sent)")
 	maxAttempts := fs.Int("max-attempts", 3, "reprocess's --max-attempts: a FAILED/E902 row with this many `attempts` is out of attempts")
 	cliflag.SecondsVar(fs, &refresh, "refresh", 5*time.Second, "read the overview's counts every this many `seconds`")
-	cliflag.SecondsVar(fs, &auditEvery, "audit-every", time.Hour, "audit every history chain every this many `seconds` (and at start)")
+	cliflag.SecondsVar(fs, &auditEvery, "audit-every", 6*time.Hour, "audit every history chain at start and every this many `seconds` (0: at start only)")
 	rest, err := cliflag.Read(fs, args, cliflag.Usage{Out: out, Text: usage + "\n\nflags of serve:\n"})
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -57,8 +57,11 @@ func runServe(ctx context.Context, args []string, out io.Writer) error {
 	if *maxAttempts < 2 {
 		return app.Badf("serve: --max-attempts must be at least 2, as reprocess's")
 	}
-	if refresh <= 0 || auditEvery <= 0 {
-		return app.Badf("serve: --refresh and --audit-every must be more than 0")
+	if refresh <= 0 {
+		return app.Badf("serve: --refresh must be more than 0")
+	}
+	if auditEvery == 0 {
+		auditEvery = -1 // console.Config: at start only
 	}
 	tlsOn := files.Cert != "" || files.Key != ""
 	if err := console.CheckListen(*listen, tlsOn, files.ClientCA != "", *tokenFile != ""); err != nil {

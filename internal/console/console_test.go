@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -172,6 +173,22 @@ func TestTokens(t *testing.T) {
 	status, body, _ := get(t, ts.URL+"/guid/"+w.settled, "Authorization", "Bearer "+tok)
 	assert.Equal(t, status, 200, body)
 	assert.Check(t, is.Contains(logs.String(), `guid viewed" guid=`+w.settled+` who="token alice"`))
+
+	// A browser logs in once; the cookie carries the token.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.PostForm(ts.URL+"/login", url.Values{"token": {"wrong"}})
+	assert.NilError(t, err)
+	resp.Body.Close()
+	assert.Check(t, is.Equal(resp.StatusCode, 403))
+	resp, err = noRedirect.PostForm(ts.URL+"/login", url.Values{"token": {tok}})
+	assert.NilError(t, err)
+	resp.Body.Close()
+	assert.Check(t, is.Equal(resp.StatusCode, 303))
+	cs := resp.Cookies()
+	assert.Assert(t, is.Len(cs, 1))
+	assert.Check(t, cs[0].HttpOnly && cs[0].SameSite == http.SameSiteStrictMode)
+	status, _, _ = get(t, ts.URL+"/needs", "Cookie", cs[0].Name+"="+cs[0].Value)
+	assert.Check(t, is.Equal(status, 200))
 }
 
 func TestCheckListen(t *testing.T) {

@@ -18,6 +18,8 @@ type Overview struct {
 	// Read is when this process read them, Took how long it took.
 	Read time.Time
 	Took time.Duration
+	// Next is how long until the next read.
+	Next time.Duration
 	Err  string // the last refresh's error; the counts are the last good ones
 }
 
@@ -65,16 +67,18 @@ func (s *Server) readOverview(ctx context.Context) (*Overview, error) {
 	return o, nil
 }
 
-// refreshLoop reads the overview at start and every Refresh.
+// refreshLoop reads the overview at start and every Refresh, or ten
+// times as long as the last read took if that is longer: on a ledger of
+// millions of rows a read takes a second of the database's time, and the
+// console must not take more than a tenth of it.
 func (s *Server) refreshLoop(ctx context.Context) {
 	defer s.done.Done()
-	t := time.NewTicker(s.cfg.Refresh)
-	defer t.Stop()
 	for {
 		o, err := s.readOverview(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		wait := s.cfg.Refresh
 		s.mu.Lock()
 		switch {
 		case err != nil && s.overview != nil:
@@ -85,15 +89,19 @@ func (s *Server) refreshLoop(ctx context.Context) {
 			s.overview = &Overview{Read: time.Now(), Err: err.Error()}
 		default:
 			s.overview = o
+			wait = max(wait, 10*o.Took)
 		}
+		s.overview.Next = wait
 		if err != nil {
 			s.log.Error("console: reading the overview", "err", err)
 		}
 		close(s.fresh)
 		s.fresh = make(chan struct{})
 		s.mu.Unlock()
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
@@ -118,11 +126,10 @@ func (s *Server) currentOverview(ctx context.Context) (*Overview, AuditResult) {
 	}
 }
 
-// auditLoop audits the whole history at start and every AuditEvery.
+// auditLoop audits the whole history at start and every AuditEvery (0:
+// at start only).
 func (s *Server) auditLoop(ctx context.Context) {
 	defer s.done.Done()
-	t := time.NewTicker(s.cfg.AuditEvery)
-	defer t.Stop()
 	for {
 		start := time.Now()
 		s.mu.Lock()
@@ -140,8 +147,13 @@ func (s *Server) auditLoop(ctx context.Context) {
 		s.mu.Lock()
 		s.audit = res
 		s.mu.Unlock()
+		if s.cfg.AuditEvery == 0 {
+			return
+		}
+		t := time.NewTimer(s.cfg.AuditEvery)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}

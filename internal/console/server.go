@@ -31,8 +31,9 @@ type Config struct {
 	// as many attempts is out of attempts (default 3).
 	MaxAttempts int
 	// Refresh is how often the overview's counts are read again (default
-	// 5 s); AuditEvery how often the whole history is audited (default 1
-	// h; the first audit runs at start).
+	// 5 s; at most a tenth of the time, whatever it says); AuditEvery how
+	// often the whole history is audited (the first audit runs at start;
+	// negative: at start only; default 6 h).
 	Refresh, AuditEvery time.Duration
 	// PageSize is how many rows a list page shows (default 50).
 	PageSize int
@@ -78,8 +79,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = 5 * time.Second
 	}
-	if cfg.AuditEvery <= 0 {
-		cfg.AuditEvery = time.Hour
+	switch {
+	case cfg.AuditEvery == 0:
+		cfg.AuditEvery = 6 * time.Hour
+	case cfg.AuditEvery < 0:
+		cfg.AuditEvery = 0 // at start only
 	}
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 50

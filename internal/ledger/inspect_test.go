@@ -114,3 +114,26 @@ func TestCheckEntries(t *testing.T) {
 		assert.Check(t, !cs[1].Hash && is.Contains(cs[1].Why, "edited")().Success())
 	})
 }
+
+// Audit lists the conflict entries: they verify, and ask for a person.
+func TestAuditListsConflicts(t *testing.T) {
+	l := newLedger(t)
+	ctx := context.Background()
+	settled := Outcome{State: StateFailed, RspCode: codeNoConnect, Why: Why{Reason: "stale SENT, lookup 404: never posted", HTTPStatus: 404}}
+	conflict := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	_, err := l.Claim(ctx, conflict)
+	assert.NilError(t, err)
+	assert.NilError(t, l.Transition(ctx, conflict.GUID, StateSent, settled))
+	_, err = l.Claim(ctx, conflict)
+	assert.NilError(t, err)
+	err = l.Finish(ctx, conflict.GUID, 1, Outcome{State: StateDone, RspCode: codeOK, Response: responseFrame(conflict.GUID, codeOK), Why: Why{Reason: "core answered HTTP 200"}})
+	assert.Check(t, is.ErrorIs(err, ErrReclaimed))
+	seed(t, l, request(txTransfer, testkit.GUID(), sentAt1, bodyA), StateDone, codeOK)
+
+	sum, err := l.Audit(ctx)
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(sum.ConflictCount, int64(1)))
+	assert.Assert(t, is.Len(sum.Conflicts, 1))
+	assert.Check(t, is.Equal(sum.Conflicts[0].GUID, conflict.GUID))
+	assert.Check(t, strings.HasPrefix(sum.Conflicts[0].Reason, ConflictReason))
+}
