@@ -29,7 +29,7 @@ func runServe(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("ledger serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	db := fs.String("db", "", "ledger: SQLite `file` or postgres:// URL (required; opened read-only)")
-	listen := fs.String("listen", "127.0.0.1:8088", "serve on this `host:port`; off the loopback it needs TLS and --tls-client-ca or --token-file")
+	listen := fs.String("listen", "127.0.0.1:8088", "`address` to serve on, host:port; off the loopback it needs TLS and --tls-client-ca or --token-file")
 	var files tlsconf.ServerFiles
 	fs.StringVar(&files.Cert, "tls-cert", "", "PEM `file` of the console's certificate: serve HTTPS (with --tls-key)")
 	fs.StringVar(&files.Key, "tls-key", "", "PEM `file` of the private key of --tls-cert")
@@ -38,7 +38,7 @@ func runServe(ctx context.Context, args []string, out io.Writer) error {
 	showAccounts := fs.Bool("show-accounts", false, "show account numbers whole (default: masked but for their last four digits)")
 	var staleSent, refresh, auditEvery time.Duration
 	cliflag.SecondsVar(fs, &staleSent, "stale-sent", 600*time.Second, "a SENT row older than this many `seconds` needs a person (resolve's --stale-sent)")
-	maxAttempts := fs.Int("max-attempts", 3, "reprocess's --max-attempts: a FAILED/E902 row with this many `attempts` is out of attempts")
+	maxAttempts := fs.Int("max-attempts", 3, "reprocess's --max-attempts: a FAILED/E902 row with this many attempts is out of them")
 	cliflag.SecondsVar(fs, &refresh, "refresh", 5*time.Second, "read the overview's counts every this many `seconds`")
 	cliflag.SecondsVar(fs, &auditEvery, "audit-every", 6*time.Hour, "audit every history chain at start and every this many `seconds` (0: at start only)")
 	rest, err := cliflag.Read(fs, args, cliflag.Usage{Out: out, Text: usage + "\n\nflags of serve:\n"})

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +95,21 @@ func TestBrowser(t *testing.T) {
 	w := sqliteWorld(t)
 	ts, logs := serve(t, w.db, func(c *Config) { c.Refresh = 100 * time.Millisecond })
 	browserPages(t, ctx, w, ts.URL, logs)
+	t.Run("without a token: 401, logged", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "tokens")
+		assert.NilError(t, os.WriteFile(path, []byte("alice 0123456789abcdef0123456789abcdef\n"), 0o600))
+		tokens, err := ReadTokens(path)
+		assert.NilError(t, err)
+		ts, logs := serve(t, w.db, func(c *Config) { c.Tokens = tokens })
+		c, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		resp, err := chromedp.Run(c, chromedp.NavigateResponse(ts.URL+"/guid/"+w.settled))
+		assert.NilError(t, err)
+		assert.Check(t, is.Equal(resp.Status, int64(401)))
+		assert.Check(t, is.Contains(eval[string](t, ctx, `document.body.textContent`), "401 unauthorized"))
+		assert.Check(t, is.Contains(logs.String(), `request refused" status=401 method=GET path=/guid/`+w.settled))
+		assert.Check(t, !strings.Contains(logs.String(), "guid viewed"))
+	})
 	if out := os.Getenv("LHRELAY_CONSOLE_SCREENSHOT"); out != "" {
 		open(t, ctx, ts.URL+"/guid/"+w.settled, "#timeline")
 		// Quality 100 is a PNG (below, a JPEG).

@@ -19,6 +19,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/testkit"
 	"lhrelay/internal/tlsconf"
@@ -131,6 +132,37 @@ func TestConsole(t *testing.T) {
 		resp.Body.Close()
 		assert.Check(t, is.Equal(resp.StatusCode, 405))
 	})
+}
+
+// The pages of rows follow one another by the next link, which keeps the
+// filters, until the last.
+func TestNeedsPages(t *testing.T) {
+	w := sqliteWorld(t)
+	// Two more FAILED/E902 rows, one attempt each.
+	var failed []string
+	for range 2 {
+		g := testkit.GUID()
+		assert.Equal(t, code(t, sendTo(t, w.down, testkit.Transfer(t, g, nil))), generated.RspConnectFail)
+		waitRow(t, w.db, g, func(r ledger.Row) bool { return r.State == ledger.StateFailed })
+		failed = append(failed, g)
+	}
+	ts, _ := serve(t, w.db, func(c *Config) { c.PageSize = 1 })
+	next := "/needs?need=out&need=failed&tx=BKTR0001"
+	var seen []string
+	for i := 0; next != "" && i < 10; i++ {
+		status, body, _ := get(t, ts.URL+next)
+		assert.Equal(t, status, 200, body)
+		for _, m := range regexp.MustCompile(`data-guid="([0-9a-f]{32})"`).FindAllStringSubmatch(body, -1) {
+			seen = append(seen, m[1])
+		}
+		next = ""
+		if m := regexp.MustCompile(`id="next" href="([^"]*)"`).FindStringSubmatch(body); m != nil {
+			next = strings.ReplaceAll(m[1], "&amp;", "&")
+			assert.Check(t, is.Contains(next, "need=out"), "the filters are kept: %s", next)
+			assert.Check(t, is.Contains(next, "tx=BKTR0001"), "the filters are kept: %s", next)
+		}
+	}
+	assert.DeepEqual(t, seen, []string{w.out, failed[0], failed[1]})
 }
 
 // Show-accounts shows them whole.

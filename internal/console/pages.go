@@ -194,7 +194,7 @@ type needsView struct {
 	State    string
 	Age      string // minimum age in seconds, as typed
 	Rows     []needRow
-	Next     string // the next page's query, "" on the last page
+	Next     string // the next page's URL, "" on the last page
 	First    bool
 	PageSize int
 }
@@ -310,7 +310,7 @@ func (s *Server) pageNeeds(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		next.Set("after", encodeCursor(ledger.After(rows[n-1].Row)))
-		v.Next = next.Encode()
+		v.Next = "/needs?" + next.Encode()
 	}
 	now := time.Now()
 	if o, _ := s.currentOverview(r.Context()); !o.Now.IsZero() {

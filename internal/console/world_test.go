@@ -35,6 +35,7 @@ type world struct {
 	settled, xssScript, xssImg, out string
 	wdAcct                          string
 	relay                           string // a relay still serving on the ledger, until the test ends
+	down                            string // one whose core is down (E902), serving as long
 	replay, stored                  []byte // the settled GUID's replayed answer and its stored response
 }
 
@@ -95,7 +96,7 @@ func newWorld(t *testing.T, db string) *world {
 	r := waitRow(t, db, w.settled, func(r ledger.Row) bool { return r.State == ledger.StateDone })
 	w.stored = r.Response
 	w.replay = sendTo(t, b.Addr().String(), frame)
-	w.relay = b.Addr().String()
+	w.relay, w.down = b.Addr().String(), down.Addr().String()
 
 	for guid, memo := range map[string]string{w.xssScript: memoScript, w.xssImg: memoImg} {
 		f := testkit.Transfer(t, guid, map[string]string{"wdAcct": w.wdAcct, "memo": memo})
