@@ -88,6 +88,17 @@ func TestPageAndSearch(t *testing.T) {
 		assert.Check(t, len(m) >= 1 && m[0].GUID <= guids[0])
 		_, err = l.SearchGUIDs(ctx, "XYZ", 10)
 		assert.Check(t, is.ErrorContains(err, "not lowercase hex"))
+
+		// A purged row is found by its history.
+		gone := testkit.GUID()
+		seed(t, l, request(txTransfer, gone, sentAt1, bodyA), StateDone, codeOK)
+		setUpdatedAt(t, l, gone, time.Now().Add(-48*time.Hour))
+		n, err := l.PurgeDone(ctx, 24*time.Hour, false, "purged after 1 day")
+		assert.NilError(t, err)
+		assert.Check(t, is.Equal(n, int64(1)))
+		m, err = l.SearchGUIDs(ctx, gone, 10)
+		assert.NilError(t, err)
+		assert.Check(t, is.DeepEqual(m, []GUIDMatch{{GUID: gone, Purged: true}}))
 	})
 }
 
