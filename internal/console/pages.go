@@ -172,18 +172,21 @@ type need struct {
 	filter           func(Config) ledger.Filter
 }
 
-var needs = []need{
-	{"unknown", "UNKNOWN", "sent, result unknown: settled by the relay's --settle-every or resolve, never resent",
-		func(Config) ledger.Filter { return ledger.Filter{States: []ledger.State{ledger.StateUnknown}} }},
-	{"stale", "SENT too long", "older than the stale window: a relay may have died mid-call; resolve --stale-sent settles it",
+var needs = []need{needUnknown, needStale, needFailed, needOut}
+
+var (
+	needUnknown = need{
+		"unknown", "UNKNOWN", "sent, result unknown: settled by the relay's --settle-every or resolve, never resent",
+		func(Config) ledger.Filter { return ledger.Filter{States: []ledger.State{ledger.StateUnknown}} }}
+	needStale = need{"stale", "SENT too long", "older than the stale window: a relay may have died mid-call; resolve --stale-sent settles it",
 		func(c Config) ledger.Filter {
 			return ledger.Filter{States: []ledger.State{ledger.StateSent}, OlderThan: c.StaleSent}
-		}},
-	{"failed", "FAILED, never sent", "reprocess sends it again",
-		func(c Config) ledger.Filter { f := failedNotSent(); f.MaxAttempts = c.MaxAttempts; return f }},
-	{"out", "out of attempts", "reprocess will not send it again: someone must decide",
-		func(c Config) ledger.Filter { f := failedNotSent(); f.MinAttempts = c.MaxAttempts; return f }},
-}
+		}}
+	needFailed = need{"failed", "FAILED, never sent", "reprocess sends it again",
+		func(c Config) ledger.Filter { f := failedNotSent(); f.MaxAttempts = c.MaxAttempts; return f }}
+	needOut = need{"out", "out of attempts", "reprocess will not send it again: someone must decide",
+		func(c Config) ledger.Filter { f := failedNotSent(); f.MinAttempts = c.MaxAttempts; return f }}
+)
 
 // needsView is the page of rows that need a person.
 type needsView struct {
@@ -275,11 +278,18 @@ func (s *Server) pageNeeds(w http.ResponseWriter, r *http.Request) {
 	// (updated_at, guid) order are the page.
 	n := s.cfg.PageSize
 	var rows []needRow
+	// FAILED/E902 rows are read once when both of their needs are asked
+	// for, and told apart by their attempts: either need alone would read
+	// through the other's rows to find none of its own.
+	both := v.Sel[needFailed.Key] && v.Sel[needOut.Key]
 	for _, nd := range needs {
-		if !v.Sel[nd.Key] {
+		if !v.Sel[nd.Key] || both && nd.Key == needOut.Key {
 			continue
 		}
 		f := nd.filter(s.cfg)
+		if both && nd.Key == needFailed.Key {
+			f = failedNotSent()
+		}
 		if v.State != "" && !slices.Contains(f.States, ledger.State(v.State)) {
 			continue
 		}
@@ -292,7 +302,11 @@ func (s *Server) pageNeeds(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, row := range page {
-			rows = append(rows, needRow{Row: row, Need: nd})
+			why := nd
+			if both && nd.Key == needFailed.Key && row.Attempts >= s.cfg.MaxAttempts {
+				why = needOut
+			}
+			rows = append(rows, needRow{Row: row, Need: why})
 		}
 	}
 	slices.SortFunc(rows, func(a, b needRow) int {
