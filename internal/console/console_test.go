@@ -301,3 +301,30 @@ func TestClientCertificates(t *testing.T) {
 	assert.Check(t, is.Contains(resp.Header.Get("Strict-Transport-Security"), "max-age="))
 	assert.Check(t, is.Regexp(`guid viewed" guid=`+w.settled+` who="cert CN=alice`, logs.String()))
 }
+
+// A purged GUID's page is its history, the purge last.
+func TestPurgedGUID(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "relay.db")
+	l, err := ledger.Open(db, ledger.WithActor(ledger.NewActor("purge")))
+	assert.NilError(t, err)
+	ctx := context.Background()
+	guid := testkit.GUID()
+	frame := testkit.Transfer(t, guid, nil)
+	c, err := l.Claim(ctx, ledger.Request{GUID: guid, TxCode: testkit.TransferTx().Code, Frame: frame, Body: frame[generated.HeaderLen:]})
+	assert.NilError(t, err)
+	assert.NilError(t, l.Finish(ctx, guid, c.Attempts, ledger.Outcome{State: ledger.StateDone, RspCode: string(generated.RspHTTP200), Response: []byte("stand-in"), Why: ledger.Why{Reason: "core answered HTTP 200"}}))
+	testkit.OpenRaw(t, db, false).SetUpdatedAt(guid, time.Now().Add(-48*time.Hour))
+	n, err := l.PurgeDone(ctx, 24*time.Hour, false, "purged after 1 day")
+	assert.NilError(t, err)
+	assert.Equal(t, n, int64(1))
+	assert.NilError(t, l.Close())
+
+	ts, _ := serve(t, db, nil)
+	status, body, _ := get(t, ts.URL+"/guid/"+guid)
+	assert.Equal(t, status, 200, body)
+	assert.Check(t, is.Contains(body, `id="purged"`))
+	assert.Check(t, is.Contains(body, `<span class="after">none</span>`), "the purge is the last change")
+	assert.Check(t, is.Contains(body, "purged after 1 day"))
+	_, body, _ = get(t, ts.URL+"/search?q="+guid[:30])
+	assert.Check(t, is.Contains(body, "purged: history only"))
+}
