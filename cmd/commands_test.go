@@ -171,7 +171,7 @@ func TestCommandFlagsListed(t *testing.T) {
 	for _, name := range cliflag.Commands() {
 		helps := [][]string{{"-h"}}
 		if name == "ledger" {
-			helps = [][]string{{"show", "-h"}, {"list", "-h"}, {"stats", "-h"}, {"backup", "-h"}, {"copy", "-h"}}
+			helps = [][]string{{"show", "-h"}, {"list", "-h"}, {"stats", "-h"}, {"backup", "-h"}, {"copy", "-h"}, {"serve", "-h"}}
 		}
 		var shown []string
 		for _, h := range helps {

@@ -92,6 +92,16 @@ func runAudit(ctx context.Context, l *ledger.Ledger, out io.Writer) error {
 	if s.Entries > 0 {
 		span = fmt.Sprintf("first %s, last %s UTC", s.First.UTC().Format("2006-01-02 15:04:05"), s.Last.UTC().Format("2006-01-02 15:04:05"))
 	}
-	_, err = fmt.Fprintf(out, "audit: ok: %d chains, %d entries, %s\n", s.Chains, s.Entries, span)
-	return err
+	if _, err = fmt.Fprintf(out, "audit: ok: %d chains, %d entries, %s\n", s.Chains, s.Entries, span); err != nil {
+		return err
+	}
+	// Conflicts verify (they are entries like any other) but ask for a
+	// person: each is a transfer that may have been posted twice.
+	for _, e := range s.Conflicts {
+		fmt.Fprintf(out, "audit: conflict: %s at %s UTC: %s\n", e.GUID, e.At.UTC().Format("2006-01-02 15:04:05"), e.Reason)
+	}
+	if more := s.ConflictCount - int64(len(s.Conflicts)); more > 0 {
+		fmt.Fprintf(out, "audit: and %d conflicts more\n", more)
+	}
+	return nil
 }

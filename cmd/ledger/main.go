@@ -7,6 +7,7 @@
 //	ledger copy  --from PATH|URL --to PATH|URL
 //	ledger history --db PATH [--json] GUID
 //	ledger audit --db PATH
+//	ledger serve --db PATH [--listen HOST:PORT] [--tls-cert F --tls-key F] [--tls-client-ca F] [--token-file F] [--show-accounts]
 //
 // show decodes the stored request and response frames through the generated
 // layouts; list selects rows by state and age; stats counts rows by state and
@@ -20,7 +21,10 @@
 // writing to --from first. It copies the history too, as it is, and adds an
 // entry for each row it copied. history prints a GUID's history entries,
 // oldest first (SPEC 6b); audit checks every history chain and exits 1
-// naming the first entry that does not verify.
+// naming the first entry that does not verify. serve is the operator's
+// console (package console): a read-only web page per question an operator
+// is asked, on loopback unless TLS and client certificates or tokens guard
+// it.
 //
 // --db (and --from, --to) takes a SQLite file path or a postgres:// URL.
 // Exit status: 0 on success, 1 when a GUID is not found, a backup failed or
@@ -53,6 +57,7 @@ const usage = `usage:
   ledger copy  --from PATH|URL --to PATH|URL
   ledger history --db PATH [--json] GUID
   ledger audit --db PATH
+  ledger serve --db PATH [--listen HOST:PORT] [--tls-cert F --tls-key F] [--tls-client-ca F] [--token-file F] [--show-accounts]
 
 --db, --from and --to take a SQLite file path or a postgres:// URL.`
 
@@ -70,13 +75,16 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(out, usage)
 		if len(args) == 0 {
-			return app.Badf("missing command (show, list, stats, backup, copy, history or audit)")
+			return app.Badf("missing command (show, list, stats, backup, copy, history, audit or serve)")
 		}
 		return nil
 	}
 	cmd, args := args[0], args[1:]
-	if cmd == "copy" {
+	switch cmd {
+	case "copy":
 		return runCopy(ctx, args, out)
+	case "serve":
+		return runServe(ctx, args, out)
 	}
 	fs := flag.NewFlagSet("ledger "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -95,7 +103,7 @@ func run(ctx context.Context, args []string, out io.Writer, now time.Time) error
 		cliflag.SecondsVar(fs, &olderThan, "older-than", 0, "only rows last updated at least this many `seconds` ago")
 		fs.IntVar(&limit, "max-rows", 1000, "at most this many `rows` (0: all)")
 	default:
-		return app.Badf("unknown command %q (want show, list, stats, backup, copy, history or audit)", cmd)
+		return app.Badf("unknown command %q (want show, list, stats, backup, copy, history, audit or serve)", cmd)
 	}
 	args, err := cliflag.Read(fs, args, cliflag.Usage{Out: out, Text: usage + "\n\nflags of " + cmd + ":\n"})
 	if errors.Is(err, flag.ErrHelp) {

@@ -15,6 +15,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"lhrelay/internal/app"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/testkit"
@@ -185,4 +186,19 @@ func TestListManyPages(t *testing.T) {
 	out, err = runOut(t, "list", "--db", path, "--max-rows", "300")
 	assert.NilError(t, err)
 	assert.Assert(t, strings.HasSuffix(out, "(300 rows)\n"), out)
+}
+
+// serve refuses, at start, to show account data off the loopback without
+// TLS and client certificates or tokens.
+func TestServeRefusesAnOpenListen(t *testing.T) {
+	db := prepare(t)
+	for _, args := range [][]string{
+		{"--listen", "0.0.0.0:0"},
+		{"--listen", ":0", "--token-file", "/nonexistent"},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), append([]string{"serve", "--db", db}, args...), &out, time.Now())
+		assert.Check(t, is.ErrorContains(err, "is not the loopback"), "%v", args)
+		assert.Check(t, is.Equal(app.Code(err), app.ExitBadSettings), "%v", args)
+	}
 }

@@ -24,7 +24,8 @@ var commandFlags = map[string][]string{
 	"resolve":   {"allow-async-replication", "core", "core-ca", "core-cert", "core-key", "db", "guid", "metrics-file", "min-age", "stale-sent", "timeout", "trust-lookup-404", "v"},
 	"reprocess": {"allow-async-replication", "core", "core-ca", "core-cert", "core-key", "db", "dry-run", "max-attempts", "metrics-file", "timeout", "trust-lookup-404", "v"},
 	"purge":     {"allow-async-replication", "days", "db", "dry-run", "history-days", "metrics-file", "v"},
-	"ledger":    {"allow-async-replication", "db", "from", "json", "max-rows", "older-than", "state", "to"},
+	"ledger": {"allow-async-replication", "audit-every", "db", "from", "json", "listen", "max-attempts", "max-rows", "older-than", "refresh", "show-accounts", "stale-sent", "state",
+		"tls-cert", "tls-client-ca", "tls-key", "to", "token-file"},
 	"lhsend": {"acct", "addr", "amount", "answer-timeout", "bad", "bank", "concurrency", "count", "describe", "dp-acct", "dp-bank", "dst-org", "duplicates", "guid", "json", "memo", "print", "rate", "raw",
 		"raw-file", "seed", "src-org", "stdin", "tls-ca", "tls-cert", "tls-key", "tx", "wd-acct", "wd-bank"},
 	"coresim": {"accounts", "control", "delay", "limit", "listen", "log", "max-concurrent", "port", "service", "tls-cert", "tls-client-ca", "tls-key", "truth"},
@@ -34,10 +35,12 @@ var commandFlags = map[string][]string{
 }
 
 // otherVariables are LHRELAY_ variables read by something other than a
-// command's flags: the planted mistake verify switches on (internal/plant)
-// and the test suite's PostgreSQL (internal/pgtest's, spelled here because
-// a command does not import a test helper).
-var otherVariables = []string{plant.EnvVar, "LHRELAY_TEST_POSTGRES", "LHRELAY_REQUIRE_POSTGRES"}
+// command's flags: the planted mistake verify switches on (internal/plant),
+// the test suite's PostgreSQL (internal/pgtest's, spelled here because
+// a command does not import a test helper) and the console's browser tests
+// and page timings (internal/console's tests).
+var otherVariables = []string{plant.EnvVar, "LHRELAY_TEST_POSTGRES", "LHRELAY_REQUIRE_POSTGRES",
+	"LHRELAY_REQUIRE_BROWSER", "LHRELAY_CONSOLE_SCREENSHOT", "LHRELAY_CONSOLE_BENCH", "LHRELAY_CONSOLE_BENCH_ROWS", "LHRELAY_CONSOLE_BENCH_DB"}
 
 // CommandFlags returns the flags commandFlags lists for command, for the
 // test that holds the list to the commands.

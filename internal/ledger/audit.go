@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -109,7 +110,16 @@ type AuditSummary struct {
 	Entries int64
 	// First and Last: the oldest and newest entry's time (zero when none).
 	First, Last time.Time
+	// Conflicts are the entries that record an outcome refused because
+	// its row had been re-claimed since (ConflictReason): transfers that
+	// may be posted twice, for someone to decide about. Oldest first, at
+	// most MaxAuditConflicts; ConflictCount counts them all.
+	Conflicts     []Entry
+	ConflictCount int64
 }
+
+// MaxAuditConflicts is how many conflict entries an AuditSummary keeps.
+const MaxAuditConflicts = 100
 
 // ErrAudit: the history does not verify; the error is an *AuditError.
 var ErrAudit = errors.New("history does not verify")
@@ -250,6 +260,12 @@ func auditChain(ctx context.Context, q querier, name string, sum *AuditSummary) 
 			}
 			seq, prev = e.Seq, e.Hash
 			sum.Entries++
+			if strings.HasPrefix(e.Reason, ConflictReason) {
+				sum.ConflictCount++
+				if len(sum.Conflicts) < MaxAuditConflicts {
+					sum.Conflicts = append(sum.Conflicts, e)
+				}
+			}
 			if sum.First.IsZero() || e.At.Before(sum.First) {
 				sum.First = e.At
 			}

@@ -91,6 +91,11 @@ const (
 	reasonReclaimed = "re-claimed by the channel's resend"
 )
 
+// ConflictReason starts the reason of the entry that records an outcome
+// refused because its row was re-claimed since (ErrReclaimed): the
+// transfer may be posted twice. Audit counts these entries.
+const ConflictReason = "conflict: "
+
 // reclaimed is the entry of a FAILED → SENT re-claim whose RETURNING s holds.
 func reclaimed(guid, reason string, attempts *int64) func(scanner) (pending, error) {
 	return func(s scanner) (pending, error) {
@@ -499,7 +504,7 @@ func (f *finishRun) run(tx stmts) error {
 			// now be posted twice.
 			tx.note(pending{guid: guid, stateBefore: se.Found, stateAfter: se.Found, attempts: se.FoundAttempts,
 				rspAfter: o.RspCode, why: Why{
-					Reason: fmt.Sprintf("conflict: the core answered attempt %d (%s: %s) after the row was re-claimed (attempts %d); it may be posted twice",
+					Reason: fmt.Sprintf(ConflictReason+"the core answered attempt %d (%s: %s) after the row was re-claimed (attempts %d); it may be posted twice",
 						attempts, o.RspCode, o.Why.Reason, se.FoundAttempts),
 					HTTPStatus: o.Why.HTTPStatus, Took: o.Why.Took}})
 		}

@@ -44,6 +44,7 @@ type Option func(*config)
 
 type config struct {
 	mustExist bool
+	readOnly  bool // OpenReadOnly
 	actor     Actor
 	chain     *chain // the history chain, made by open from actor
 

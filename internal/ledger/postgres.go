@@ -46,6 +46,10 @@ type pgStore struct {
 	// syncCancelled holds the connections whose last commit reported
 	// that its wait for the synchronous standby was cancelled.
 	syncCancelled sync.Map // *pgconn.PgConn → struct{}
+
+	// readOnly: opened by OpenReadOnly, with no writer; every session
+	// is read-only.
+	readOnly bool
 }
 
 // errNotDurable is the error of the operations of a COMMIT that the server
@@ -105,6 +109,16 @@ func openPostgres(rawURL string, cfg config) (*pgStore, string, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if cfg.readOnly {
+		s.readOnly = true
+		s.shut()
+		close(s.writerDone)
+		if err := checkPostgresReadOnly(ctx, s.pool); err != nil {
+			s.pool.Close()
+			return fail(err)
+		}
+		return s, shown, nil
+	}
 	if err := applyPostgresSchema(ctx, s.pool, cfg.mustExist); err != nil {
 		s.pool.Close()
 		return fail(err)
@@ -135,6 +149,11 @@ func fixSession(cc *pgx.ConnConfig, cfg config) error {
 	// or SERIALIZABLE the same statements could fail instead.
 	p["default_transaction_isolation"] = "read committed"
 	p["TimeZone"] = "UTC"
+	if cfg.readOnly {
+		// The server refuses every write of the session, whatever a
+		// bug of ours would try (OpenReadOnly).
+		p["default_transaction_read_only"] = "on"
+	}
 	if p["application_name"] == "" {
 		p["application_name"] = "lhrelay"
 	}
@@ -275,11 +294,17 @@ var errNotSent = errors.New("not sent to the database")
 // do queues o for the writer and waits for its result (queue.wait); what
 // never committed is tried again for up to WithRetry's wait.
 func (s *pgStore) do(ctx context.Context, o operation) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	return s.wait(ctx, waitedOp(o, time.Now().Add(s.cfg.retryFor)))
 }
 
 // enqueue queues o and returns; the writer calls then with its result.
 func (s *pgStore) enqueue(ctx context.Context, o operation, then completer) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	return s.send(ctx, laterOp(o, then, time.Now().Add(s.cfg.retryLaterFor)))
 }
 
@@ -461,6 +486,9 @@ func (s *pgStore) ping(ctx context.Context) error {
 	err := s.pool.QueryRow(ctx, `SELECT pg_is_in_recovery(), (SELECT COUNT(*) FROM (SELECT 1 FROM tx LIMIT 1) t)`).Scan(&standby, &n)
 	if err != nil {
 		return err
+	}
+	if s.readOnly {
+		return nil // a standby serves reads as well
 	}
 	if standby {
 		return errors.New("connected to a standby (read-only server): want the primary (target_session_attrs=read-write)")

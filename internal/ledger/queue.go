@@ -163,10 +163,13 @@ func (q *queue) send(ctx context.Context, o *op) error {
 }
 
 // shut refuses new operations and closes ops: the writer finishes those
-// already queued, then ends.
+// already queued, then ends. Shutting it again does nothing.
 func (q *queue) shut() {
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed { // a read-only store's, shut at its open
+		return
+	}
 	q.closed = true
 	close(q.ops)
-	q.mu.Unlock()
 }

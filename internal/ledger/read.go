@@ -259,6 +259,10 @@ func (f Filter) clauses(d *dialect) (where []string, args []any, err error) {
 		where = append(where, "COALESCE(attempts, 0) < ?")
 		args = append(args, f.MaxAttempts)
 	}
+	if f.MinAttempts > 0 {
+		where = append(where, "COALESCE(attempts, 0) >= ?")
+		args = append(args, f.MinAttempts)
+	}
 	return where, args, nil
 }
 

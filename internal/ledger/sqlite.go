@@ -42,6 +42,8 @@ type sqliteStore struct {
 	// (appendHistory), kept from one to the next.
 	pending []pending
 	rdb     *sql.DB // read pool (query_only)
+	// readOnly: opened by OpenReadOnly, with no writer.
+	readOnly bool
 
 	queue      // the writer's
 	writerDone chan struct{}
@@ -70,6 +72,9 @@ func openSQLite(path string, cfg config) (*sqliteStore, string, error) {
 		queue:      newQueue(4 * cfg.maxBatch),
 		writerDone: make(chan struct{}),
 		chain:      cfg.chain,
+	}
+	if cfg.readOnly {
+		return s.openReadOnly(path)
 	}
 	fail := func(err error) (*sqliteStore, string, error) {
 		if s.wconn != nil {
@@ -295,35 +300,9 @@ func applySchema(ctx context.Context, c *sql.Conn, mustExist bool) (err error) {
 		}
 	}()
 
-	tables, err := userTables(ctx, tx)
+	tables, err := checkSQLiteLedger(ctx, tx, mustExist)
 	if err != nil {
-		return classifyOpenErr(err)
-	}
-	if _, ok := tables["tx"]; !ok {
-		if mustExist {
-			return fmt.Errorf("no tx table: %w", ErrNotLedger)
-		}
-		if len(tables) > 0 {
-			names := make([]string, 0, len(tables))
-			for n := range tables {
-				names = append(names, n)
-			}
-			sort.Strings(names)
-			return fmt.Errorf("SQLite database with tables %s but no tx table: %w",
-				strings.Join(names, ", "), ErrNotLedger)
-		}
-	} else if err := checkTxTable(ctx, tx); err != nil {
 		return err
-	}
-	if _, ok := tables["schema_version"]; ok {
-		var v sql.NullInt64
-		if err := tx.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil {
-			return fmt.Errorf("read schema_version: %w", err)
-		}
-		if v.Int64 > SchemaVersion {
-			return fmt.Errorf("schema version %d is newer than this binary's %d: %w",
-				v.Int64, SchemaVersion, ErrNotLedger)
-		}
 	}
 
 	for _, c := range addedColumns {
@@ -347,6 +326,50 @@ func applySchema(ctx context.Context, c *sql.Conn, mustExist bool) (err error) {
 		return fmt.Errorf("commit schema: %w", err)
 	}
 	return nil
+}
+
+// checkSQLiteLedger refuses what is not a ledger (or, when mustExist is
+// false, not an empty database either) and returns the database's tables
+// and its highest schema version (0 when it has none).
+func checkSQLiteLedger(ctx context.Context, tx *sql.Tx, mustExist bool) (map[string]struct{}, error) {
+	tables, _, err := sqliteLedgerVersion(ctx, tx, mustExist)
+	return tables, err
+}
+
+func sqliteLedgerVersion(ctx context.Context, tx *sql.Tx, mustExist bool) (map[string]struct{}, int64, error) {
+	tables, err := userTables(ctx, tx)
+	if err != nil {
+		return nil, 0, classifyOpenErr(err)
+	}
+	if _, ok := tables["tx"]; !ok {
+		if mustExist {
+			return nil, 0, fmt.Errorf("no tx table: %w", ErrNotLedger)
+		}
+		if len(tables) > 0 {
+			names := make([]string, 0, len(tables))
+			for n := range tables {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return nil, 0, fmt.Errorf("SQLite database with tables %s but no tx table: %w",
+				strings.Join(names, ", "), ErrNotLedger)
+		}
+	} else if err := checkTxTable(ctx, tx); err != nil {
+		return nil, 0, err
+	}
+	var version int64
+	if _, ok := tables["schema_version"]; ok {
+		var v sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil {
+			return nil, 0, fmt.Errorf("read schema_version: %w", err)
+		}
+		if v.Int64 > SchemaVersion {
+			return nil, 0, fmt.Errorf("schema version %d is newer than this binary's %d: %w",
+				v.Int64, SchemaVersion, ErrNotLedger)
+		}
+		version = v.Int64
+	}
+	return tables, version, nil
 }
 
 func userTables(ctx context.Context, tx *sql.Tx) (map[string]struct{}, error) {
@@ -417,6 +440,9 @@ func (s *sqliteStore) ping(ctx context.Context) error {
 	if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM tx LIMIT 1)`).Scan(&n); err != nil {
 		return fmt.Errorf("read: %w", err)
 	}
+	if s.readOnly {
+		return nil
+	}
 	err := s.do(ctx, operation{run: opFunc(func(tx stmts) error {
 		return tx.queryRow(`SELECT COUNT(*) FROM (SELECT 1 FROM tx LIMIT 1)`).Scan(&n)
 	})})
@@ -433,11 +459,15 @@ func (s *sqliteStore) close() error {
 	<-s.writerDone
 
 	var errs []error
-	if err := s.wconn.Close(); err != nil {
-		errs = append(errs, err)
+	if s.wconn != nil {
+		if err := s.wconn.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if err := s.wdb.Close(); err != nil {
-		errs = append(errs, err)
+	if s.wdb != nil {
+		if err := s.wdb.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := s.rdb.Close(); err != nil {
 		errs = append(errs, err)

@@ -178,6 +178,9 @@ type Filter struct {
 	// MaxAttempts: when > 0, rows with attempts < MaxAttempts (a row with
 	// attempts == MaxAttempts is excluded).
 	MaxAttempts int
+	// MinAttempts: when > 0, rows with attempts >= MinAttempts (rows that
+	// have used up reprocess's --max-attempts).
+	MinAttempts int
 	// Limit: at most this many rows when > 0.
 	Limit int
 }

@@ -14,6 +14,9 @@ import (
 // do queues o for the writer and waits for its result (queue.wait). The
 // queue keeps the order of operations on one GUID.
 func (s *sqliteStore) do(ctx context.Context, o operation) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	return s.wait(ctx, waitedOp(o, time.Time{}))
 }
 
@@ -21,6 +24,9 @@ func (s *sqliteStore) do(ctx context.Context, o operation) error {
 // writer calls then with the result once the op's batch has committed (or
 // failed).
 func (s *sqliteStore) enqueue(ctx context.Context, o operation, then completer) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	return s.send(ctx, laterOp(o, then, time.Time{}))
 }
 
