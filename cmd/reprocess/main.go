@@ -48,9 +48,14 @@ func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writ
 	if err != nil {
 		return nil, err
 	}
+	pace, err := core.Pace()
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
 	defer l.Close()
 	return batch.Reprocess(ctx, l, client, batch.ReprocessConfig{
-		MaxAttempts: *maxAttempts, DryRun: *dryRun, Now: time.Now(), Out: stdout, Progress: app.Counter(os.Stderr, "reprocess"), Log: c.Logger(),
+		MaxAttempts: *maxAttempts, DryRun: *dryRun, Now: time.Now(), Out: stdout, Pace: pace, Progress: batchcmd.Progress(os.Stderr, "reprocess"), Log: c.Logger(),
 		Guard: core.Guard(),
 	})
 }

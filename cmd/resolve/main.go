@@ -52,9 +52,14 @@ func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writ
 	if err != nil {
 		return nil, err
 	}
+	pace, err := core.Pace()
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
 	defer l.Close()
 	return batch.Resolve(ctx, l, client, batch.ResolveConfig{
-		MinAge: minAge, StaleSent: staleSent, Now: time.Now(), Progress: app.Counter(os.Stderr, "resolve"), Log: c.Logger(),
+		MinAge: minAge, StaleSent: staleSent, Now: time.Now(), Pace: pace, Progress: batchcmd.Progress(os.Stderr, "resolve"), Log: c.Logger(),
 		GUIDs: splitList(*guids), Guard: core.Guard(),
 	})
 }
