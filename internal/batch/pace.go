@@ -17,33 +17,42 @@ import (
 // Pace is how a resolve or reprocess run goes through its rows. After an
 // outage the ledger may hold hundreds of thousands of them: one at a time,
 // each waiting for its own core call and its own commits, they would take
-// hours. So a run handles up to MaxInFlight rows at once, each core call
-// admitted by the same admission the relay uses (SPEC 5.12: a core that
-// just came back is not flooded), and the rows' ledger writes, made
-// concurrently, share the ledger's group commits as the relay's do. Every
-// row is still handled by exactly the rules of one row alone.
+// hours. So a run handles many rows at once, each core call admitted by
+// the same admission the relay uses (SPEC 5.12: a core that just came back
+// is not flooded), and the rows' ledger writes, made concurrently, share
+// the ledger's group commits as the relay's do. Every row is still handled
+// by exactly the rules of one row alone.
 type Pace struct {
-	// MaxInFlight is how many rows are handled at once (--max-inflight);
-	// 0: DefaultMaxInFlight.
+	// MaxInFlight is the most core calls (lookups, resends) in flight at
+	// once (--max-inflight, as the relay's); 0: DefaultMaxInFlight.
 	MaxInFlight int
+	// Rows is the most rows in flight at once; 0: RowsPerCall ×
+	// MaxInFlight. A row spends most of its time waiting for the
+	// ledger's commits (a re-claim and an outcome for a resend), not for
+	// the core: several rows per call keep both the core's slots and each
+	// commit full.
+	Rows int
 	// Rate, when more than 0, is the most rows a second the run starts
 	// (--rate), for an operator who wants to go gently.
 	Rate float64
-	// Limiter admits each core call (a lookup, a resend); nil admits
-	// every call at once, leaving MaxInFlight the only bound. A call that
-	// is not admitted waits for a slot and asks again: a batch row has no
-	// channel waiting on a timeout, so admission never turns into a code
-	// recorded on a row.
+	// Limiter admits each core call too, within MaxInFlight (the run's
+	// own adaptive limit, or the relay's); nil: MaxInFlight alone. A call
+	// that is not admitted waits for a slot and asks again: a batch row
+	// has no channel waiting on a timeout, so admission never turns into
+	// a code recorded on a row.
 	Limiter *admit.Limiter
-	// Yield takes a call slot only while Limiter has room, so that the
-	// frames sharing it (the relay's own settling) come first.
+	// Yield takes a call slot of Limiter only while it has room, so that
+	// the frames sharing it (the relay's own settling) come first.
 	Yield bool
 }
 
-// DefaultMaxInFlight is the rows a run handles at once unless told: enough
-// for the ledger's group commits to carry several rows each and for the
-// core's connections to stay busy, few enough for a core just back.
+// DefaultMaxInFlight is the core calls a run has in flight unless told:
+// enough to keep a core's connections busy, few enough for one just back.
 const DefaultMaxInFlight = 16
+
+// RowsPerCall is how many rows a run keeps in flight per call slot unless
+// Pace.Rows says otherwise.
+const RowsPerCall = 4
 
 // retryAdmit bounds how long a call that was not admitted waits before it
 // asks again when no call of the run has ended meanwhile (one that ended
@@ -54,7 +63,8 @@ const retryAdmit = 5 * time.Millisecond
 // anything: the row is not tried.
 var errStopping = errors.New("the run is stopping")
 
-// pacer runs the rows of one run on up to Pace.MaxInFlight workers.
+// pacer runs the rows of one run on up to Pace.Rows workers, and admits
+// their core calls.
 //
 // It starts with one row in flight and lets one more in for every row
 // that ends (TCP's slow start: the window doubles with each round of
@@ -72,6 +82,8 @@ type pacer struct {
 	// could not be reached for, the ledger failed, or ctx ended).
 	stopping atomic.Bool
 
+	calls chan struct{} // one per core call in flight (MaxInFlight)
+
 	mu       sync.Mutex
 	inFlight int           // rows begun and not ended
 	window   int           // rows that may be in flight now
@@ -83,7 +95,10 @@ func newPacer(p Pace) *pacer {
 	if p.MaxInFlight <= 0 {
 		p.MaxInFlight = DefaultMaxInFlight
 	}
-	return &pacer{pace: p, start: time.Now(), window: 1, ended: make(chan struct{})}
+	if p.Rows <= 0 {
+		p.Rows = RowsPerCall * p.MaxInFlight
+	}
+	return &pacer{pace: p, start: time.Now(), window: 1, ended: make(chan struct{}), calls: make(chan struct{}, p.MaxInFlight)}
 }
 
 // begin hands row to handle on a worker of its own, once the rate allows
@@ -140,7 +155,7 @@ func (p *pacer) rowEnded() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.inFlight--
-	p.window = min(p.window+1, p.pace.MaxInFlight)
+	p.window = min(p.window+1, p.pace.Rows)
 	p.wakeLocked()
 }
 
@@ -185,13 +200,19 @@ func (p *pacer) endedCh() <-chan struct{} {
 	return p.ended
 }
 
-// admit waits until the limiter admits one core call. withdraw, when true,
-// gives up with errStopping once the run is stopping (the row has changed
-// nothing yet and is not tried).
+// admit waits until one core call may be made: a slot of MaxInFlight,
+// then the limiter's. withdraw, when true, gives up with errStopping once
+// the run is stopping (the row has changed nothing yet and is not tried).
 func (p *pacer) admit(ctx context.Context, withdraw bool) (call, error) {
+	select {
+	case <-ctx.Done():
+		return call{}, ctx.Err()
+	case p.calls <- struct{}{}:
+	}
 	lim := p.pace.Limiter
 	for {
 		if withdraw && p.stopping.Load() {
+			<-p.calls
 			return call{}, errStopping
 		}
 		ended := p.endedCh()
@@ -201,6 +222,7 @@ func (p *pacer) admit(ctx context.Context, withdraw bool) (call, error) {
 				return call{p: p, permit: permit}, nil
 			}
 			if !errors.Is(err, admit.ErrShed) {
+				<-p.calls
 				return call{}, err
 			}
 		}
@@ -208,6 +230,7 @@ func (p *pacer) admit(ctx context.Context, withdraw bool) (call, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			<-p.calls
 			return call{}, ctx.Err()
 		case <-ended:
 		case <-t.C:
@@ -228,6 +251,7 @@ func (c call) done(s admit.Sample, took time.Duration) {
 		return
 	}
 	c.permit.Done(s, took)
+	<-c.p.calls
 	c.p.callEnded()
 }
 

@@ -46,7 +46,7 @@ func TestBatchOldestFirst(t *testing.T) {
 		for i := range n {
 			unknown = append(unknown, tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Duration(i+1)*time.Hour))
 		}
-		one := Pace{MaxInFlight: 1}
+		one := Pace{MaxInFlight: 1, Rows: 1}
 		_, err := Reprocess(context.Background(), tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now(), Pace: one})
 		assert.NilError(t, err)
 		assert.DeepEqual(t, posts, failed)

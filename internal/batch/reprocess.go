@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"lhrelay/internal/admit"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
@@ -278,18 +277,15 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 			return OutcomePostedAlready, nil
 		}
 	}
-	// Admitted before the re-claim: a row re-claimed must be sent, and
-	// one still waiting for its slot when the run stops is given up
-	// unchanged instead.
-	c, err := st.pacer.admit(ctx, true)
-	if err != nil {
+	// The last moment the row can be given up unchanged: once
+	// re-claimed it is in flight, and is sent and recorded however the
+	// run ends. (Its call slot is taken after the re-claim, so that no
+	// slot waits out a commit.)
+	if st.pacer.stopping.Load() {
 		return outcomeWithdrawn, nil
 	}
 	attempts, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts)
 	var uc *ledger.UnconfirmedClaimError
-	if err != nil {
-		c.done(admit.Ignored, 0)
-	}
 	switch {
 	case errors.As(err, &uc):
 		return "", abandonReclaim(ctx, l, err, uc, &r, cfg)
@@ -298,8 +294,15 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 	case err != nil:
 		return "", err
 	}
-	res := core.Call(ctx, r.Tx, row.GUID, r.Body)
-	c.done(callSample(res), res.Elapsed)
+	var res corecall.Result
+	if c, aerr := st.pacer.admit(ctx, false); aerr != nil {
+		// ctx ended while the row waited for its slot: nothing sent, as
+		// a call cut off before it connected.
+		res = corecall.Result{Source: generated.SourceConnectFail, Err: fmt.Errorf("not sent: %w", aerr)}
+	} else {
+		res = core.Call(ctx, r.Tx, row.GUID, r.Body)
+		c.done(callSample(res), res.Elapsed)
+	}
 	rec, _ := outcome.OfCall(nil, &r.Header, res, cfg.Now)
 	if err := l.Finish(context.WithoutCancel(ctx), row.GUID, attempts, rec); err != nil {
 		return "", fmt.Errorf("recording %s: %w (the row stays SENT for resolve --stale-sent)", rec.RspCode, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"syscall"
@@ -27,7 +28,7 @@ import (
 // failedRows sends n transfers through a relay whose core is down, as an
 // outage does: each is answered E902 and leaves its row FAILED/E902. The
 // relay is stopped before it returns.
-func failedRows(t *testing.T, relayBin, db string, n int) {
+func failedRows(t testing.TB, relayBin, db string, n int) {
 	t.Helper()
 	down := startProc(t, "relay", relayBin, "relay listening on ", "--port", "0", "--core", testkit.ClosedURL(t), "--db", db, "--breaker-failures", "0")
 	sum, err := channel.RunLoad(context.Background(), channel.LoadConfig{
@@ -44,30 +45,43 @@ func failedRows(t *testing.T, relayBin, db string, n int) {
 
 // batchRun is one run of a batch binary.
 type batchRun struct {
-	code   int
-	out    string         // the summary line
-	counts map[string]int // its counts, by outcome
-	stderr string
+	code    int
+	out     string         // the summary line
+	counts  map[string]int // its counts, by outcome
+	stderr  string
+	elapsed time.Duration // from start to exit
+	maxRSS  int64         // peak resident set, in KiB
 }
 
-// runBatch runs the batch binary name with args and waits (up to two
+// runBatch runs the batch binary name with args and waits (up to ten
 // minutes) for it to end.
-func runBatch(t *testing.T, name string, args ...string) batchRun {
+func runBatch(t testing.TB, name string, args ...string) batchRun {
 	t.Helper()
-	cmd := exec.Command(binPath(t, name), args...)
+	return runBatchBin(t, binPath(t, name), args...)
+}
+
+// runBatchBin is runBatch of the binary at bin.
+func runBatchBin(t testing.TB, bin string, args ...string) batchRun {
+	t.Helper()
+	name := filepath.Base(bin)
+	cmd := exec.Command(bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
 	assert.NilError(t, cmd.Start())
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(2 * time.Minute):
+	case <-time.After(10 * time.Minute):
 		cmd.Process.Kill()
-		t.Fatalf("%s still running after 2 minutes\n%s", name, stderr.String())
+		t.Fatalf("%s still running after 10 minutes\n%s", name, stderr.String())
 	}
-	r := batchRun{out: string(bytes.TrimSpace(stdout.Bytes())), stderr: stderr.String(), counts: map[string]int{}}
+	r := batchRun{out: string(bytes.TrimSpace(stdout.Bytes())), stderr: stderr.String(), counts: map[string]int{}, elapsed: time.Since(start)}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSS = ru.Maxrss // KiB on Linux
+	}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
@@ -84,7 +98,7 @@ func runBatch(t *testing.T, name string, args ...string) batchRun {
 }
 
 // stateCounts reads the ledger's rows by state.
-func stateCounts(t *testing.T, db string) map[ledger.State]int64 {
+func stateCounts(t testing.TB, db string) map[ledger.State]int64 {
 	t.Helper()
 	l, err := ledger.OpenExisting(db)
 	assert.NilError(t, err)
@@ -96,7 +110,7 @@ func stateCounts(t *testing.T, db string) map[ledger.State]int64 {
 
 // postedOnceEach checks that the core received exactly n POSTs, one per
 // GUID.
-func postedOnceEach(t *testing.T, coreURL string, n int) {
+func postedOnceEach(t testing.TB, coreURL string, n int) {
 	t.Helper()
 	st, err := coreStats(coreURL)
 	assert.NilError(t, err)
