@@ -58,14 +58,21 @@ type ReprocessConfig struct {
 //     GUID, an untrusted 404): the core cannot tell, so the row is left
 //     as it is and the run stops there, as below.
 //
-// A row the relay re-claimed first is counted "skipped". When the core
-// cannot be reached for a row (its lookup gets no usable answer, or its
-// resend is E902 again), the run stops there: that row is unchanged (or,
-// if only its resend failed, has spent one attempt and stays FAILED/E902),
-// every row not yet tried is untouched (counted "not_tried"), and the
-// error, which matches ErrCoreUnreachable, says so. Sending the rest into
-// the same outage would only spend their attempts until they drop out of
-// the selection, abandoned without anyone deciding about them.
+// A row the relay (or another run) re-claimed first is counted "skipped".
+// Rows go oldest first by their first claim, many at a time (cfg.Pace).
+// When the core cannot be reached for a row (its lookup gets no usable
+// answer, or its resend is E902 again), the run stops there: it begins no
+// new row, and a row begun but not yet re-claimed is given up unchanged;
+// the rows already re-claimed finish by the rules of one row (sent, and
+// recorded as the relay records a call: E902 if it could not connect,
+// E901 if it failed after). The stopping row is unchanged (or, if only its
+// resend failed, has spent one attempt and stays FAILED/E902), every row
+// not tried is untouched (counted "not_tried"), and the error, which
+// matches ErrCoreUnreachable, says so. Sending the rest into the same
+// outage would only spend their attempts until they drop out of the
+// selection, abandoned without anyone deciding about them. A run starts
+// with one row in flight (the pacer's slow start), so a run into an
+// outage that is already there stops at its first row.
 //
 // Every run also counts the FAILED/E902 rows that have used up their
 // attempts ("exhausted"): they are never selected again, so a person must

@@ -59,7 +59,9 @@ type ResolveConfig struct {
 //     request no longer decodes, "undecodable". Neither is guessed at.
 //
 // Each transition is conditional on the state the row was selected in: a
-// row the relay settled in the meantime is counted "skipped".
+// row the relay settled in the meantime is counted "skipped". Rows go
+// oldest first by their first claim, many at a time (cfg.Pace); a lookup
+// that fails leaves its row unchanged and the run goes on with the rest.
 func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ResolveConfig) (*Summary, error) {
 	s := NewSummary("resolve", append([]string{"selected"}, ResolveOutcomes...)...)
 	log := cfg.Log
