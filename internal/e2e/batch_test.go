@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -50,7 +52,7 @@ type batchRun struct {
 	counts  map[string]int // its counts, by outcome
 	stderr  string
 	elapsed time.Duration // from start to exit
-	maxRSS  int64         // peak resident set, in KiB
+	maxRSS  int64         // peak resident set (VmHWM), in KiB, read every 20 ms
 }
 
 // runBatch runs the batch binary name with args and waits (up to ten
@@ -71,6 +73,27 @@ func runBatchBin(t testing.TB, bin string, args ...string) batchRun {
 	assert.NilError(t, cmd.Start())
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// The peak resident set, from /proc while it runs: the rusage of a
+	// child counts the memory of the test process it was forked from.
+	hwm := make(chan int64, 1)
+	go func() {
+		var peak int64
+		path := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				hwm <- peak
+				return
+			}
+			if m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(b); m != nil {
+				n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+				peak = max(peak, n)
+			}
+			<-tick.C
+		}
+	}()
 	var err error
 	select {
 	case err = <-done:
@@ -79,9 +102,7 @@ func runBatchBin(t testing.TB, bin string, args ...string) batchRun {
 		t.Fatalf("%s still running after 10 minutes\n%s", name, stderr.String())
 	}
 	r := batchRun{out: string(bytes.TrimSpace(stdout.Bytes())), stderr: stderr.String(), counts: map[string]int{}, elapsed: time.Since(start)}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.maxRSS = ru.Maxrss // KiB on Linux
-	}
+	r.maxRSS = <-hwm
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
