@@ -1,7 +1,7 @@
 // Command reprocess resends the requests that definitely never reached the
 // core (SPEC §7):
 //
-//	reprocess --db PATH --core URL --max-attempts N [--dry-run] [--trust-lookup-404]
+//	reprocess --db PATH --core URL --max-attempts N [--dry-run] [--trust-lookup-404] [--max-inflight N] [--rate ROWS]
 //
 // Only rows in FAILED with E902 and fewer than N attempts are selected. Each
 // is first looked up at the core by its transaction's own lookup, as
@@ -19,6 +19,12 @@
 // (exhausted) on every run: someone must decide about them. Exit status 0
 // when every row was handled, 1 when the core could not be reached, 2 for
 // bad arguments or an unusable database.
+//
+// Rows go oldest first by the time each was first claimed, many at a time:
+// at most --max-inflight core calls at once (default 16), admitted as the
+// relay admits its own, and at most --rate rows started a second when
+// given. On a terminal a progress line shows rows done of those selected,
+// rows a second, the outcomes so far and the time left.
 package main
 
 import (
@@ -48,9 +54,14 @@ func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writ
 	if err != nil {
 		return nil, err
 	}
+	pace, err := core.Pace()
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
 	defer l.Close()
 	return batch.Reprocess(ctx, l, client, batch.ReprocessConfig{
-		MaxAttempts: *maxAttempts, DryRun: *dryRun, Now: time.Now(), Out: stdout, Progress: app.Counter(os.Stderr, "reprocess"), Log: c.Logger(),
+		MaxAttempts: *maxAttempts, DryRun: *dryRun, Now: time.Now(), Out: stdout, Pace: pace, Progress: batchcmd.Progress(os.Stderr, "reprocess"), Log: c.Logger(),
 		Guard: core.Guard(),
 	})
 }

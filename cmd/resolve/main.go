@@ -1,7 +1,7 @@
 // Command resolve settles ledger rows whose result is unknown by asking the
 // core, and never POSTs (SPEC §7):
 //
-//	resolve --db PATH --core URL --min-age SECONDS [--stale-sent SECONDS] [--guid GUID[,GUID…]] [--trust-lookup-404]
+//	resolve --db PATH --core URL --min-age SECONDS [--stale-sent SECONDS] [--guid GUID[,GUID…]] [--trust-lookup-404] [--max-inflight N] [--rate ROWS]
 //
 // For each UNKNOWN row last updated at least --min-age seconds ago, and each
 // SENT row older than --stale-sent (orphaned by a relay that died mid-call;
@@ -19,6 +19,12 @@
 // GUIDs it lists (the same rules, the same ages). Exit status 0 when every row was handled, 1 when
 // the core could not be reached for some (they are unchanged: alert), 2 for
 // bad arguments or an unusable database.
+//
+// Rows go oldest first by the time each was first claimed, many at a time:
+// at most --max-inflight core calls at once (default 16), admitted as the
+// relay admits its own, and at most --rate rows started a second when
+// given. On a terminal a progress line shows rows done of those selected,
+// rows a second, the outcomes so far and the time left.
 package main
 
 import (
@@ -52,9 +58,14 @@ func run(ctx context.Context, c *batchcmd.Command, args []string, stdout io.Writ
 	if err != nil {
 		return nil, err
 	}
+	pace, err := core.Pace()
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
 	defer l.Close()
 	return batch.Resolve(ctx, l, client, batch.ResolveConfig{
-		MinAge: minAge, StaleSent: staleSent, Now: time.Now(), Progress: app.Counter(os.Stderr, "resolve"), Log: c.Logger(),
+		MinAge: minAge, StaleSent: staleSent, Now: time.Now(), Pace: pace, Progress: batchcmd.Progress(os.Stderr, "resolve"), Log: c.Logger(),
 		GUIDs: splitList(*guids), Guard: core.Guard(),
 	})
 }

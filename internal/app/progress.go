@@ -69,18 +69,3 @@ func (s *StatusLine) Clear() {
 		s.drawn = false
 	}
 }
-
-// Counter returns a progress callback that shows "label: done/total" on w
-// when w is a terminal, and nil otherwise (no callback, no work).
-func Counter(w io.Writer, label string) func(done, total int) {
-	s := NewStatusLine(w)
-	if !s.Enabled() {
-		return nil
-	}
-	return func(done, total int) {
-		s.Show(fmt.Sprintf("%s: %d/%d", label, done, total), done >= total)
-		if done >= total {
-			s.Clear()
-		}
-	}
-}

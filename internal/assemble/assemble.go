@@ -227,13 +227,16 @@ func (r *Relay) startSettling(ctx context.Context, cfg Config, log *slog.Logger)
 		return nil
 	}
 	core, err := corecall.New(corecall.Config{
-		BaseURL: cfg.Core, Timeout: cfg.Timeout, ConnectTimeout: cfg.ConnectTimeout, MaxIdleConns: 2, TLS: cfg.CoreTLS,
+		BaseURL: cfg.Core, Timeout: cfg.Timeout, ConnectTimeout: cfg.ConnectTimeout, MaxIdleConns: settle.DefaultInFlight, TLS: cfg.CoreTLS,
 	})
 	if err != nil {
 		return fmt.Errorf("--core: %w", err)
 	}
 	sc := cfg.Settle
 	sc.Ledger, sc.Core = r.led, core
+	if sc.Limiter == nil {
+		sc.Limiter = cfg.Limiter // the frames' admission: the lookups count against the core's bound too
+	}
 	if b := cfg.Breaker; b != nil && sc.CoreDown == nil {
 		sc.CoreDown = func() bool { return b.State() == breaker.Open }
 	}

@@ -18,6 +18,10 @@
 // Every command selects rows, then handles each with a conditional ledger
 // transition: a row that the relay (or another batch run) changed in the
 // meantime is left alone and counted as "skipped", never overwritten.
+// resolve and reprocess take their rows oldest first by the time each was
+// first claimed, a page at a time, and handle many at once (Pace): a
+// bounded number of core calls, admitted as the relay admits its own, with
+// the rows' ledger writes sharing the ledger's group commits.
 package batch
 
 import (

@@ -273,7 +273,9 @@ func TestResolveTrustsAfterA200InTheRun(t *testing.T) {
 		after := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
 		c.post(t, tl, posted)
 
-		s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
+		// One row at a time, so that "before" and "after" the 200 are
+		// the rows' order.
+		s, err := Resolve(context.Background(), tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now(), Pace: Pace{MaxInFlight: 1, Rows: 1}})
 		assert.ErrorIs(t, err, ErrLookupUnverified)
 		assert.Equal(t, s.String(), "resolve: selected=3 done=1 failed=1 unreachable=0 skipped=0 unknown_tx=0 undecodable=0 unverified=1")
 		assert.Equal(t, tl.row(first).State, ledger.StateUnknown)

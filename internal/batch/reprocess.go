@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"lhrelay/internal/plant"
 	"log/slog"
+	"sync"
 	"time"
 
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/outcome"
+	"lhrelay/internal/plant"
 	"lhrelay/internal/wire"
 )
 
@@ -22,9 +23,11 @@ type ReprocessConfig struct {
 	MaxAttempts int
 	DryRun      bool
 	Now         time.Time
-	Out         io.Writer             // the dry run's listing
-	Progress    func(done, total int) // called after each row; nil: not reported
-	Log         *slog.Logger
+	Out         io.Writer // the dry run's listing
+	// Pace: how many rows at once, how fast, through which admission.
+	Pace     Pace
+	Progress func(Progress) // called after each row and at the end; nil: not reported
+	Log      *slog.Logger
 	// Guard decides whether the lookup made before each resend, answering
 	// 404, shows the row never posted (see LookupGuard); nil: a fresh one
 	// for this run.
@@ -55,14 +58,21 @@ type ReprocessConfig struct {
 //     GUID, an untrusted 404): the core cannot tell, so the row is left
 //     as it is and the run stops there, as below.
 //
-// A row the relay re-claimed first is counted "skipped". When the core
-// cannot be reached for a row (its lookup gets no usable answer, or its
-// resend is E902 again), the run stops there: that row is unchanged (or,
-// if only its resend failed, has spent one attempt and stays FAILED/E902),
-// every row not yet tried is untouched (counted "not_tried"), and the
-// error, which matches ErrCoreUnreachable, says so. Sending the rest into
-// the same outage would only spend their attempts until they drop out of
-// the selection, abandoned without anyone deciding about them.
+// A row the relay (or another run) re-claimed first is counted "skipped".
+// Rows go oldest first by their first claim, many at a time (cfg.Pace).
+// When the core cannot be reached for a row (its lookup gets no usable
+// answer, or its resend is E902 again), the run stops there: it begins no
+// new row, and a row begun but not yet re-claimed is given up unchanged;
+// the rows already re-claimed finish by the rules of one row (sent, and
+// recorded as the relay records a call: E902 if it could not connect,
+// E901 if it failed after). The stopping row is unchanged (or, if only its
+// resend failed, has spent one attempt and stays FAILED/E902), every row
+// not tried is untouched (counted "not_tried"), and the error, which
+// matches ErrCoreUnreachable, says so. Sending the rest into the same
+// outage would only spend their attempts until they drop out of the
+// selection, abandoned without anyone deciding about them. A run starts
+// with one row in flight (the pacer's slow start), so a run into an
+// outage that is already there stops at its first row.
 //
 // Every run also counts the FAILED/E902 rows that have used up their
 // attempts ("exhausted"): they are never selected again, so a person must
@@ -115,13 +125,13 @@ const (
 // posted.
 const reasonPostedAlready = "reprocess: lookup 200, posted already: not sent again"
 
-// errStopped ends a scan at a row the core could not be reached for.
-var errStopped = errors.New("stopped")
-
 func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ReprocessConfig, f ledger.Filter, s *Summary, log *slog.Logger) error {
-	seen := map[string]struct{}{}
+	f.ByFirstClaim = true
 	if cfg.DryRun {
-		err := scanOnce(ctx, l, f, seen, func(r ledger.Row) error {
+		err := l.Scan(ctx, f, func(r ledger.Row) error {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("stopped: %w", err)
+			}
 			s.Add("selected")
 			fmt.Fprintf(cfg.Out, "would resend %s %s (attempt %d of at most %d)\n", r.GUID, r.TxCode, r.Attempts+1, cfg.MaxAttempts)
 			return nil
@@ -135,54 +145,68 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
+	p := newPacer(cfg.Pace)
 	// One run's lookups share what they learn of the core (resolveState).
 	st := newResolveState(l, core, cfg.Guard, cfg.Now)
-	st.log = log
-	done := 0
+	st.log, st.pacer, st.withdraw = log, p, true
+	pr := &progress{fn: cfg.Progress, total: total, s: s}
 	var (
-		unreachable ledger.Row
-		lookupErr   error // the stopping row's lookup's, if that stopped the run
+		mu        sync.Mutex
+		stopped   bool
+		stoppedAt ledger.Row // the first row the core could not be reached for
+		lookupErr error      // its lookup's, if that stopped the run
 	)
-	err = scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
-		s.Add("selected")
+	stopAt := func(row ledger.Row, lerr error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			stopped, stoppedAt, lookupErr = true, row, lerr
+		}
+		p.stop(nil)
+	}
+	err = runScans(ctx, l, p, []ledger.Filter{f}, func(row ledger.Row) {
+		if p.stopping.Load() {
+			return // begun as the run stopped: not tried
+		}
 		outcome, err := resendRow(ctx, st, row, cfg)
+		if outcome == outcomeWithdrawn {
+			return // the run stopped before it changed anything: not tried
+		}
+		s.Add("selected")
 		if outcome != "" { // "" comes with the ledger's error, which stops the run
 			s.Add(outcome)
 		}
-		done++
-		if cfg.Progress != nil {
-			cfg.Progress(done, total)
-		}
+		pr.row()
 		switch {
 		case outcome == outcomeUnreachable || outcome == OutcomeUnverified:
 			log.Warn("lookup before the resend settled nothing; row unchanged, run stopped", "guid", row.GUID, "err", err)
-			unreachable, lookupErr = row, err
-			return errStopped
+			stopAt(row, err)
+			return
 		case err != nil:
-			return fmt.Errorf("%s: %w", row.GUID, err)
+			p.stop(fmt.Errorf("%s: %w", row.GUID, err))
+			return
 		case outcome == OutcomePostedAlready:
 			log.Info("row posted already: settled from the lookup, not sent again", "guid", row.GUID)
-			return nil
+			return
 		}
 		log.Info("row resent", "guid", row.GUID, "outcome", outcome)
 		if outcome == string(generated.SourceConnectFail.Code()) {
-			unreachable = row
-			return errStopped
+			stopAt(row, nil)
 		}
-		return nil
 	})
-	if errors.Is(err, errStopped) {
+	pr.end()
+	if err != nil {
+		return fmt.Errorf("reprocess: %w", err)
+	}
+	if stopped {
 		notTried := max(total-s.Count("selected"), 0)
 		s.AddN(outcomeNotTried, notTried)
 		if lookupErr != nil {
 			return fmt.Errorf("%w: stopped at %s, whose lookup could not tell whether the core posted it, so it was not sent and is unchanged (%w); %d other selected rows were not tried and are unchanged",
-				ErrCoreUnreachable, unreachable.GUID, lookupErr, notTried)
+				ErrCoreUnreachable, stoppedAt.GUID, lookupErr, notTried)
 		}
 		return fmt.Errorf("%w: stopped at %s, whose resend could not reach it (it spent attempt %d of at most %d and stays FAILED %s); %d other selected rows were not tried and are unchanged",
-			ErrCoreUnreachable, unreachable.GUID, unreachable.Attempts+1, cfg.MaxAttempts, generated.SourceConnectFail.Code(), notTried)
-	}
-	if err != nil {
-		return fmt.Errorf("reprocess: %w", err)
+			ErrCoreUnreachable, stoppedAt.GUID, stoppedAt.Attempts+1, cfg.MaxAttempts, generated.SourceConnectFail.Code(), notTried)
 	}
 	return nil
 }
@@ -260,6 +284,13 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 			return OutcomePostedAlready, nil
 		}
 	}
+	// The last moment the row can be given up unchanged: once
+	// re-claimed it is in flight, and is sent and recorded however the
+	// run ends. (Its call slot is taken after the re-claim, so that no
+	// slot waits out a commit.)
+	if st.pacer.stopping.Load() {
+		return outcomeWithdrawn, nil
+	}
 	attempts, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts)
 	var uc *ledger.UnconfirmedClaimError
 	switch {
@@ -270,7 +301,15 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 	case err != nil:
 		return "", err
 	}
-	res := core.Call(ctx, r.Tx, row.GUID, r.Body)
+	var res corecall.Result
+	if c, aerr := st.pacer.admit(ctx, false); aerr != nil {
+		// ctx ended while the row waited for its slot: nothing sent, as
+		// a call cut off before it connected.
+		res = corecall.Result{Source: generated.SourceConnectFail, Err: fmt.Errorf("not sent: %w", aerr)}
+	} else {
+		res = core.Call(ctx, r.Tx, row.GUID, r.Body)
+		c.done(callSample(res), res.Elapsed)
+	}
 	rec, _ := outcome.OfCall(nil, &r.Header, res, cfg.Now)
 	if err := l.Finish(context.WithoutCancel(ctx), row.GUID, attempts, rec); err != nil {
 		return "", fmt.Errorf("recording %s: %w (the row stays SENT for resolve --stale-sent)", rec.RspCode, err)

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"lhrelay/internal/plant"
 	"log/slog"
+	"sync"
 	"time"
 
+	"lhrelay/internal/admit"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
 	"lhrelay/internal/outcome"
+	"lhrelay/internal/plant"
 	"lhrelay/internal/wire"
 )
 
@@ -33,8 +35,10 @@ type ResolveConfig struct {
 	GUIDs []string
 	// Guard decides whether a lookup's 404 may settle a row (see
 	// LookupGuard); nil: a fresh one for this run.
-	Guard    *LookupGuard
-	Progress func(done, total int) // called after each row; nil: not reported
+	Guard *LookupGuard
+	// Pace: how many rows at once, how fast, through which admission.
+	Pace     Pace
+	Progress func(Progress) // called after each row and at the end; nil: not reported
 	Log      *slog.Logger
 }
 
@@ -55,7 +59,9 @@ type ResolveConfig struct {
 //     request no longer decodes, "undecodable". Neither is guessed at.
 //
 // Each transition is conditional on the state the row was selected in: a
-// row the relay settled in the meantime is counted "skipped".
+// row the relay settled in the meantime is counted "skipped". Rows go
+// oldest first by their first claim, many at a time (cfg.Pace); a lookup
+// that fails leaves its row unchanged and the run goes on with the rest.
 func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ResolveConfig) (*Summary, error) {
 	s := NewSummary("resolve", append([]string{"selected"}, ResolveOutcomes...)...)
 	log := cfg.Log
@@ -79,45 +85,40 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	if err != nil {
 		return s, fmt.Errorf("resolve: %w", err)
 	}
+	p := newPacer(cfg.Pace)
 	st := newResolveState(l, core, cfg.Guard, cfg.Now)
-	st.log = log
-	done := 0
-	seen := map[string]struct{}{}
+	st.log, st.pacer = log, p
 	only := map[string]bool{}
 	for _, g := range cfg.GUIDs {
 		only[g] = true
 	}
-	for _, f := range selections {
-		err := scanOnce(ctx, l, f, seen, func(row ledger.Row) error {
-			if len(only) > 0 && !only[row.GUID] {
-				return nil
-			}
-			s.Add("selected")
-			outcome, err := st.resolveRow(ctx, row)
-			if outcome != "" { // "" comes with the ledger's error, which stops the run
-				s.Add(outcome)
-			}
-			done++
-			if cfg.Progress != nil {
-				cfg.Progress(done, total)
-			}
-			switch {
-			case outcome == OutcomeUnverified:
-				log.Warn("lookup answered 404, which is not trusted; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
-			case outcome == outcomeUnreachable:
-				log.Warn("core lookup failed; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
-			case outcome == outcomeUnknownTx || outcome == outcomeUndecodable:
-				log.Warn("stored request not settled by this binary; row unchanged", "guid", row.GUID, "state", row.State, "tx", row.TxCode, "err", err)
-			case err != nil:
-				return fmt.Errorf("%s: %w", row.GUID, err)
-			default:
-				log.Info("row settled", "guid", row.GUID, "from", row.State, "outcome", outcome)
-			}
-			return nil
-		})
-		if err != nil {
-			return s, fmt.Errorf("resolve: %w", err)
+	pr := &progress{fn: cfg.Progress, total: total, s: s}
+	err = runScans(ctx, l, p, selections, func(row ledger.Row) {
+		if len(only) > 0 && !only[row.GUID] {
+			return
 		}
+		s.Add("selected")
+		outcome, err := st.resolveRow(ctx, row)
+		if outcome != "" { // "" comes with the ledger's error, which stops the run
+			s.Add(outcome)
+		}
+		pr.row()
+		switch {
+		case outcome == OutcomeUnverified:
+			log.Warn("lookup answered 404, which is not trusted; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
+		case outcome == outcomeUnreachable:
+			log.Warn("core lookup failed; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
+		case outcome == outcomeUnknownTx || outcome == outcomeUndecodable:
+			log.Warn("stored request not settled by this binary; row unchanged", "guid", row.GUID, "state", row.State, "tx", row.TxCode, "err", err)
+		case err != nil:
+			p.stop(fmt.Errorf("%s: %w", row.GUID, err))
+		default:
+			log.Info("row settled", "guid", row.GUID, "from", row.State, "outcome", outcome)
+		}
+	})
+	pr.end()
+	if err != nil {
+		return s, fmt.Errorf("resolve: %w", err)
 	}
 	if n := s.Count(OutcomeUnverified); n > 0 {
 		return s, fmt.Errorf("resolve: %d rows unchanged: %w", n, st.firstRefusal)
@@ -170,7 +171,15 @@ func (st *resolveState) resolveRow(ctx context.Context, row ledger.Row) (string,
 // answer; OutcomeUnverified: a 404 the guard does not trust) and err says
 // how; an err with fail "" is the ledger's.
 func (st *resolveState) lookUp(ctx context.Context, guid string, r *wire.Request) (rec ledger.Outcome, fail string, err error) {
+	c, err := st.pacer.admit(ctx, st.withdraw)
+	if errors.Is(err, errStopping) {
+		return rec, outcomeWithdrawn, err
+	} else if err != nil {
+		return rec, outcomeUnreachable, err
+	}
+	start := time.Now()
 	found, err := st.core.Lookup(ctx, r.Tx, guid, r.Body)
+	c.done(lookupSample(err, time.Since(start)), time.Since(start))
 	if err != nil {
 		return rec, outcomeUnreachable, err
 	}
@@ -200,8 +209,18 @@ type resolveState struct {
 	guard *LookupGuard
 	now   time.Time
 	log   *slog.Logger
+	// pacer admits the run's core calls; withdraw: a lookup still
+	// waiting to be admitted when the run stops gives its row up, not
+	// tried (reprocess, which stops at an unreachable core).
+	pacer    *pacer
+	withdraw bool
+	// checking serialises the guard's check: the rows in flight that
+	// meet their transaction's first 404 together make one check, not
+	// one each.
+	checking sync.Mutex
 	// refused: the guard's refusal of a transaction's 404s, asked once
-	// per run; firstRefusal the first, for the run's error.
+	// per run; firstRefusal the first, for the run's error. Under
+	// checking.
 	refused      map[string]error
 	firstRefusal error
 }
@@ -212,17 +231,29 @@ func newResolveState(l *ledger.Ledger, core *corecall.Client, guard *LookupGuard
 	if guard == nil {
 		guard = &LookupGuard{}
 	}
-	return &resolveState{l: l, core: core, guard: guard, refused: map[string]error{}, now: now, log: slog.New(slog.DiscardHandler)}
+	return &resolveState{l: l, core: core, guard: guard, refused: map[string]error{}, now: now, log: slog.New(slog.DiscardHandler), pacer: newPacer(Pace{})}
 }
 
 // checkNotFound returns nil when a 404 of tx may settle a row, else why not
 // (LookupGuard.check). A refusal is kept for the rest of the run, until a
 // lookup of tx answers 200: from then on tx's route is trusted.
 func (st *resolveState) checkNotFound(ctx context.Context, tx *generated.Transaction, body generated.RequestBody) error {
+	if st.guard.TrustNotFound || st.guard.trustedNow(tx.Code) {
+		return nil
+	}
+	st.checking.Lock()
+	defer st.checking.Unlock()
 	if err, ok := st.refused[tx.Code]; ok && !st.guard.trustedNow(tx.Code) {
 		return err
 	}
-	err := st.guard.check(ctx, st.l, st.core, tx, body, st.log)
+	// The check's own calls (a lookup, two probes, one after the other)
+	// take one slot of the run's admission.
+	c, err := st.pacer.admit(ctx, false)
+	if err != nil {
+		return fmt.Errorf("%w to check %s lookups answering 404: %w", ErrCoreUnreachable, tx.Code, err)
+	}
+	err = st.guard.check(ctx, st.l, st.core, tx, body, st.log)
+	c.done(admit.Ignored, 0)
 	if isUnverified(err) {
 		st.refused[tx.Code] = err
 		if st.firstRefusal == nil {
@@ -245,6 +276,11 @@ const (
 	// selected; it is left to them.
 	outcomeSkipped = "skipped"
 )
+
+// outcomeWithdrawn is a row that the run, stopping, gave up before it
+// changed anything: it is counted among the rows not tried, under no
+// outcome of its own.
+const outcomeWithdrawn = "withdrawn"
 
 // Outcomes of a row whose stored request this binary cannot act on; the
 // row is left unchanged for a person (or a newer binary).

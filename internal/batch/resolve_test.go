@@ -314,14 +314,21 @@ func testReprocessStopsAtAnUnreachableCore(t *testing.T, tl *testLedger) {
 	assert.Equal(t, attempts, rows+1, "one attempt spent in all")
 
 	// Runs through a long outage never drain the selection: each spends
-	// one attempt, on the oldest row, which is then the newest.
+	// one attempt, on the oldest row (the first claimed: its place does
+	// not move), which alone probes the core, until it has none left.
 	for range 3 {
 		_, err = Reprocess(context.Background(), tl.l, downAfterLookup(t), ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
 		assert.ErrorIs(t, err, ErrCoreUnreachable)
 	}
+	attempts = 0
+	for _, g := range guids {
+		attempts += tl.row(g).Attempts
+	}
+	assert.Equal(t, attempts, rows+4, "one attempt spent per run")
+	assert.Equal(t, tl.row(first).Attempts, 5)
 	n, err := tl.l.Count(context.Background(), ledger.Filter{States: []ledger.State{ledger.StateFailed}, MaxAttempts: 5})
 	assert.NilError(t, err)
-	assert.Equal(t, n, rows)
+	assert.Equal(t, n, rows-1)
 }
 
 // TestReprocessCountsExhaustedRows: a row whose resend fails again on its

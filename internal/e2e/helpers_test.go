@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 // cmd/ledger once per test run and returns the first two's paths (binPath gives the
 // others). It skips
 // the test in -short mode.
-func binaries(t *testing.T) (relayBin, coresimBin string) {
+func binaries(t testing.TB) (relayBin, coresimBin string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the relay and coresim binaries; skipped with -short")
@@ -80,7 +80,7 @@ type proc struct {
 // output that starts with ready; the rest of that line is the address. The
 // process is killed at the end of the test if still running, and its log is
 // printed if the test failed.
-func startProc(t *testing.T, name, bin, ready string, args ...string) *proc {
+func startProc(t testing.TB, name, bin, ready string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
@@ -126,14 +126,14 @@ func startProc(t *testing.T, name, bin, ready string, args ...string) *proc {
 }
 
 // signal sends sig to the process.
-func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+func (p *proc) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	assert.NilError(t, p.cmd.Process.Signal(sig))
 }
 
 // wait waits for the process to exit and returns its exit status (-1 when
 // killed by a signal).
-func (p *proc) wait(t *testing.T, within time.Duration) int {
+func (p *proc) wait(t testing.TB, within time.Duration) int {
 	t.Helper()
 	select {
 	case <-p.exited:
@@ -146,7 +146,7 @@ func (p *proc) wait(t *testing.T, within time.Duration) int {
 
 // startCore runs coresim on a free port with the given SLOW delay and
 // returns it with its base URL.
-func startCore(t *testing.T, coresimBin, delay string) (*proc, string) {
+func startCore(t testing.TB, coresimBin, delay string) (*proc, string) {
 	t.Helper()
 	p := startProc(t, "coresim", coresimBin, "coresim listening on ", "--port", "0", "--delay", delay)
 	return p, p.addr // the address is printed as http://host:port
@@ -297,7 +297,7 @@ func ageRow(t *testing.T, db, guid string, state ledger.State, age time.Duration
 func resolveBin(t *testing.T) string { return binPath(t, "resolve") }
 
 // binPath is the path of a binary that binaries built.
-func binPath(t *testing.T, name string) string {
+func binPath(t testing.TB, name string) string {
 	t.Helper()
 	binaries(t)
 	return filepath.Join(binDir, name)

@@ -338,3 +338,57 @@ func insertRows(t *testing.T, l *Ledger, n int, of func(i int) (State, bool)) {
 	db.Exec(`INSERT INTO tx(guid, tx_code, state, rsp_code, request, response, attempts, updated_at) VALUES `+
 		strings.Join(values, ", "), args...)
 }
+
+// TestScanByFirstClaim: with ByFirstClaim, Scan yields the rows oldest
+// first by the time each was first claimed, whatever their updated_at
+// says, and the rows without one (no hist_key) before them, by guid.
+func TestScanByFirstClaim(t *testing.T) {
+	l := newLedger(t)
+	db := raw(t, l)
+	insertRows(t, l, 6, func(int) (State, bool) { return StateFailed, true })
+	// Claimed in the order 4, 2, 6, 1 (keys), 3 and 5 with none; updated
+	// in the opposite order.
+	for guid, key := range map[int]int64{4: 100, 2: 200, 6: 300, 1: 400} {
+		db.Exec(`UPDATE tx SET hist_key = ?, updated_at = ? WHERE guid = ?`, key,
+			db.Time(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).Add(-time.Duration(key)*time.Second)), fmt.Sprintf("%032x", guid))
+	}
+	old := scanPageSize
+	scanPageSize = 2
+	t.Cleanup(func() { scanPageSize = old })
+	var got []string
+	assert.NilError(t, l.Scan(context.Background(), Filter{States: []State{StateFailed}, ByFirstClaim: true}, func(r Row) error {
+		got = append(got, r.GUID[28:])
+		return nil
+	}))
+	assert.DeepEqual(t, got, []string{"0003", "0005", "0004", "0002", "0006", "0001"})
+}
+
+// TestScanByFirstClaimUsesTheIndex: resolve's and reprocess's first-claim
+// pages are ranges of the state's partial first-claim index, never a sort
+// of the whole selection.
+func TestScanByFirstClaimUsesTheIndex(t *testing.T) {
+	l := newLedger(t)
+	db := rawDB(t, l.Path())
+	for _, c := range []struct {
+		f     Filter
+		index string
+	}{
+		{Filter{States: []State{StateUnknown}, OlderThan: time.Minute, ByFirstClaim: true}, "tx_unknown_first_claim"},
+		{Filter{States: []State{StateFailed}, RspCode: codeNoConnect, MaxAttempts: 5, ByFirstClaim: true}, "tx_failed_first_claim"},
+	} {
+		where, args, err := c.f.clauses(sqliteDialect)
+		assert.NilError(t, err)
+		for _, ph := range firstClaimPhases {
+			for _, withCursor := range []bool{false, true} {
+				a := args
+				if withCursor {
+					a = append(a, ph.cursor(sqliteDialect, Row{GUID: testkit.GUID(), FirstClaim: 12345})...)
+				}
+				q := ph.query(where, withCursor)
+				p := strings.Join(queryPlan(t, db, q, append(a, 256)...), "; ")
+				assert.Assert(t, strings.Contains(p, "INDEX "+c.index), "%s\nplan: %s", q, p)
+				assert.Assert(t, !strings.Contains(p, "TEMP B-TREE"), "%s\nplan: %s", q, p)
+			}
+		}
+	}
+}

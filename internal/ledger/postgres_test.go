@@ -366,3 +366,41 @@ attempts, command, host, pid, 'the entry the writer did not hear of', http_statu
 	assert.Equal(t, entries[3].GUID, next.GUID)
 	assert.Equal(t, l.ChainHead().Seq, int64(5))
 }
+
+// TestPostgresScanByFirstClaimUsesTheIndex is TestScanByFirstClaimUsesTheIndex
+// for PostgreSQL: each keyed first-claim page is a range of the state's
+// partial index, read in the page's order (no Sort).
+func TestPostgresScanByFirstClaimUsesTheIndex(t *testing.T) {
+	l := openLedger(t, pgtest.URL(t))
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, l.Path())
+	assert.NilError(t, err)
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, `SET enable_seqscan = off; SET enable_bitmapscan = off`)
+	assert.NilError(t, err)
+	for _, tc := range []struct {
+		f     Filter
+		index string
+	}{
+		{Filter{States: []State{StateUnknown}, OlderThan: time.Minute, ByFirstClaim: true}, "tx_unknown_first_claim"},
+		{Filter{States: []State{StateFailed}, RspCode: codeNoConnect, MaxAttempts: 5, ByFirstClaim: true}, "tx_failed_first_claim"},
+	} {
+		where, args, err := tc.f.clauses(postgresDialect)
+		assert.NilError(t, err)
+		ph := firstClaimPhases[1] // the keyed rows
+		for _, withCursor := range []bool{false, true} {
+			a := args
+			if withCursor {
+				a = append(a, ph.cursor(postgresDialect, Row{GUID: testkit.GUID(), FirstClaim: 12345})...)
+			}
+			q := dollarPlaceholders(ph.query(where, withCursor))
+			rows, err := c.Query(ctx, "EXPLAIN "+q, append(a, 256)...)
+			assert.NilError(t, err)
+			plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			assert.NilError(t, err)
+			p := strings.Join(plan, "\n")
+			assert.Assert(t, strings.Contains(p, tc.index), "%s\nplan:\n%s", q, p)
+			assert.Assert(t, !strings.Contains(p, "Sort"), "%s\nplan:\n%s", q, p)
+		}
+	}
+}

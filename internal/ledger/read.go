@@ -10,7 +10,11 @@ import (
 
 const sqlRowColumns = `guid, tx_code, state, rsp_code, request, response, attempts, updated_at`
 
-func scanRow(s scanner) (Row, error) {
+func scanRow(s scanner) (Row, error) { return scanRowInto(s) }
+
+// scanRowInto reads sqlRowColumns, then into more (further columns the
+// query selects).
+func scanRowInto(s scanner, more ...any) (Row, error) {
 	var (
 		guid                   string
 		txCode, state, rspCode nullString
@@ -18,7 +22,7 @@ func scanRow(s scanner) (Row, error) {
 		attempts               nullInt
 		updatedAt              dbTime
 	)
-	if err := s.Scan(&guid, &txCode, &state, &rspCode, &request, &response, &attempts, &updatedAt); err != nil {
+	if err := s.Scan(append([]any{&guid, &txCode, &state, &rspCode, &request, &response, &attempts, &updatedAt}, more...)...); err != nil {
 		return Row{}, fmt.Errorf("guid %s: %w", guid, err)
 	}
 	t := updatedAt.t
@@ -83,8 +87,10 @@ func (l *Ledger) List(ctx context.Context, f Filter) ([]Row, error) {
 //
 // A row changed during the scan is seen as it is when its page is read: one
 // that no longer matches f is not yielded; one whose updated_at moved past
-// the cursor and still matches f is yielded again. An error from fn stops
-// the scan and is returned as it is.
+// the cursor and still matches f is yielded again. With f.ByFirstClaim
+// the pages go by (hist_key, guid), which no change moves: each row is
+// yielded at most once. An error from fn stops the scan and is returned
+// as it is.
 func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
 	if l.isClosed.Load() {
 		return fmt.Errorf("ledger: list: %w", ErrClosed)
@@ -96,7 +102,11 @@ func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
 	}
 	left := f.Limit
 	page := make([]Row, 0, scanPageSize)
-	for _, ph := range scanPhases {
+	phases := scanPhases
+	if f.ByFirstClaim {
+		phases = firstClaimPhases
+	}
+	for _, ph := range phases {
 		var after []any // the cursor: nil before the phase's first page
 		for {
 			n := scanPageSize
@@ -107,7 +117,7 @@ func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
 				n = min(n, left)
 			}
 			a := append(args[:len(args):len(args)], after...)
-			page, err = l.readPage(ctx, page[:0], ph.query(where, after != nil), append(a, n)...)
+			page, err = l.readPage(ctx, page[:0], ph.keyed, ph.query(where, after != nil), append(a, n)...)
 			if err != nil {
 				l.countError(opRead, err)
 				return fmt.Errorf("ledger: list: %w", err)
@@ -133,8 +143,18 @@ func (l *Ledger) Scan(ctx context.Context, f Filter, fn func(Row) error) error {
 // dated rows. The keys stay bare columns so that the (state, updated_at)
 // index serves both the range and the order (TestScanUsesTheIndex).
 var scanPhases = []scanPhase{
-	{"updated_at IS NULL", "guid > ?", "guid", func(_ *dialect, r Row) []any { return []any{r.GUID} }},
-	{"updated_at IS NOT NULL", "(updated_at, guid) > (?, ?)", "updated_at, guid", func(d *dialect, r Row) []any { return []any{d.timeArg(r.UpdatedAt), r.GUID} }},
+	{"updated_at IS NULL", "guid > ?", "guid", func(_ *dialect, r Row) []any { return []any{r.GUID} }, false},
+	{"updated_at IS NOT NULL", "(updated_at, guid) > (?, ?)", "updated_at, guid", func(d *dialect, r Row) []any { return []any{d.timeArg(r.UpdatedAt), r.GUID} }, false},
+}
+
+// firstClaimPhases are Scan's passes for Filter.ByFirstClaim: the rows
+// without a hist_key (claimed before schema version 3, or copied: older
+// than every keyed row, or of unknown age) first, by guid, then the keyed
+// rows by (hist_key, guid). Both are ranges of the first-claim indexes
+// (TestScanByFirstClaimUsesTheIndex).
+var firstClaimPhases = []scanPhase{
+	{"hist_key IS NULL", "guid > ?", "guid", func(_ *dialect, r Row) []any { return []any{r.GUID} }, true},
+	{"hist_key IS NOT NULL", "(hist_key, guid) > (?, ?)", "hist_key, guid", func(_ *dialect, r Row) []any { return []any{r.FirstClaim, r.GUID} }, true},
 }
 
 type scanPhase struct {
@@ -142,6 +162,7 @@ type scanPhase struct {
 	after  string                    // rows after the cursor
 	order  string                    // the page order
 	cursor func(*dialect, Row) []any // the cursor's arguments, from a page's last row
+	keyed  bool                      // the rows are read with their hist_key (Row.FirstClaim)
 }
 
 // query is the phase's page query for a filter's conditions: its arguments
@@ -151,18 +172,33 @@ func (ph scanPhase) query(where []string, withCursor bool) string {
 	if withCursor {
 		w = append(w, ph.after)
 	}
-	return `SELECT ` + sqlRowColumns + ` FROM tx WHERE ` + strings.Join(w, " AND ") + ` ORDER BY ` + ph.order + ` LIMIT ?`
+	cols := sqlRowColumns
+	if ph.keyed {
+		cols += ", hist_key"
+	}
+	return `SELECT ` + cols + ` FROM tx WHERE ` + strings.Join(w, " AND ") + ` ORDER BY ` + ph.order + ` LIMIT ?`
 }
 
-// readPage runs one page query and returns its rows, the result set closed.
-func (l *Ledger) readPage(ctx context.Context, page []Row, q string, args ...any) ([]Row, error) {
+// readPage runs one page query and returns its rows, the result set
+// closed; keyed: the query selects hist_key after sqlRowColumns.
+func (l *Ledger) readPage(ctx context.Context, page []Row, keyed bool, q string, args ...any) ([]Row, error) {
 	rows, err := l.st.read().query(ctx, q, args...)
 	if err != nil {
 		return page, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		r, err := scanRow(rows)
+		var (
+			r   Row
+			key nullInt
+			err error
+		)
+		if keyed {
+			r, err = scanRowInto(rows, &key)
+			r.FirstClaim = key.Int64
+		} else {
+			r, err = scanRow(rows)
+		}
 		if err != nil {
 			return page, err
 		}
@@ -223,7 +259,16 @@ func (l *Ledger) Count(ctx context.Context, f Filter) (int, error) {
 
 // clauses turns f into SQL conditions and their arguments.
 func (f Filter) clauses(d *dialect) (where []string, args []any, err error) {
-	if len(f.States) > 0 {
+	switch {
+	case f.ByFirstClaim && len(f.States) == 1:
+		// Written out rather than bound: the first-claim indexes are
+		// partial (one state each), and a planner proves that a query
+		// stays within such an index only from a literal.
+		if !f.States[0].Valid() {
+			return nil, nil, fmt.Errorf("invalid state %q", f.States[0])
+		}
+		where = append(where, "state = '"+string(f.States[0])+"'")
+	case len(f.States) > 0:
 		marks := make([]string, len(f.States))
 		for i, s := range f.States {
 			if !s.Valid() {
@@ -234,9 +279,20 @@ func (f Filter) clauses(d *dialect) (where []string, args []any, err error) {
 		}
 		where = append(where, "state IN ("+strings.Join(marks, ",")+")")
 	}
+	// age is an age condition. In first-claim order it stays a filter:
+	// as a range of the (state, updated_at) index it would make every
+	// page sort the whole selection by hist_key (n²/page), and a
+	// planner without statistics (a new ledger, an outage's rows just
+	// written) takes that range.
+	age := func(cond string) string {
+		if f.ByFirstClaim {
+			return "(" + cond + ") IS TRUE"
+		}
+		return cond
+	}
 	if !f.UpdatedBefore.IsZero() {
 		cond, arg := d.atOrBefore(f.UpdatedBefore)
-		where = append(where, cond)
+		where = append(where, age(cond))
 		args = append(args, arg)
 	}
 	if f.OlderThan < 0 {
@@ -244,7 +300,7 @@ func (f Filter) clauses(d *dialect) (where []string, args []any, err error) {
 	}
 	if f.OlderThan > 0 {
 		cond, arg := d.olderThan(f.OlderThan)
-		where = append(where, cond)
+		where = append(where, age(cond))
 		args = append(args, arg)
 	}
 	if f.RspCode != "" {

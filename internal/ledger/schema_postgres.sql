@@ -95,3 +95,16 @@ INSERT INTO schema_version(version) VALUES (2) ON CONFLICT DO NOTHING;
 -- history INSERTs for as long as it took. The keys are written all the
 -- same: both stores run the same statements.
 INSERT INTO schema_version(version) VALUES (3) ON CONFLICT DO NOTHING;
+
+-- resolve and reprocess take their rows oldest first by the time each was
+-- first claimed (hist_key, which no change moves), so the customers who
+-- waited longest are served first after an outage, and page through them
+-- by (hist_key, guid). One partial index per state they select in bulk,
+-- (state, hist_key, guid) so that it also serves their state = … condition:
+-- a row enters one only when its call failed (FAILED) or its outcome is
+-- unknown (UNKNOWN), so the hot path, whose rows go SENT → DONE, writes
+-- neither. Stale SENT rows are few (a dead relay's calls in flight) and
+-- are sorted. No schema version: a binary that does not know the indexes
+-- keeps them up to date all the same.
+CREATE INDEX IF NOT EXISTS tx_unknown_first_claim ON tx(state, hist_key, guid) WHERE state = 'UNKNOWN';
+CREATE INDEX IF NOT EXISTS tx_failed_first_claim ON tx(state, hist_key, guid) WHERE state = 'FAILED';

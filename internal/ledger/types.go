@@ -154,6 +154,11 @@ type Row struct {
 	Response  []byte
 	Attempts  int
 	UpdatedAt time.Time // UTC, whole seconds; zero if NULL
+	// FirstClaim is the row's hist_key, which its first claim set to the
+	// claim's time in microseconds and nothing changes after: 0 for a
+	// row that has none (older than schema version 3, or copied). Only
+	// Scan with Filter.ByFirstClaim reads it.
+	FirstClaim int64
 }
 
 // Filter selects rows for List. Zero fields select everything.
@@ -183,6 +188,13 @@ type Filter struct {
 	MinAttempts int
 	// Limit: at most this many rows when > 0.
 	Limit int
+	// ByFirstClaim orders Scan by the time each row was first claimed
+	// (Row.FirstClaim, then guid) instead of by updated_at: the customers
+	// who waited longest come first, however often their rows changed
+	// since. A row's place in this order never moves, so a scan yields
+	// each row once. With one state, UNKNOWN or FAILED, each page is a
+	// range of that state's first-claim index (schema.sql).
+	ByFirstClaim bool
 }
 
 // StateCounts is what Stats reports.

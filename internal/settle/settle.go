@@ -7,10 +7,14 @@
 // reprocess stays an operator's decision, because a channel told E902 may
 // have given up on the transfer.
 //
-// Settling must never delay frames: a round looks rows up one at a time
-// (concurrency 1), through its own core client (its own connections and
-// timeouts, so a slow lookup holds none of the frames' connections), and is
-// skipped while the relay's breaker says the core is down. With several
+// Settling must never delay frames: a round looks up a few rows at once
+// (InFlight, through batch.Pace as resolve does), each lookup admitted by
+// the relay's own admission (Limiter) only while it has room beside the
+// frames' calls, so that the core's bound counts the lookups too and a
+// frame never waits behind one; through its own core client (its own
+// connections and timeouts, so a slow lookup holds none of the frames'
+// connections); and it is skipped while the relay's breaker says the core
+// is down. With several
 // relays on one ledger, a round takes the ledger's "settle" lock first: one
 // relay does the round, the others skip it, so each row is looked up once
 // per round.
@@ -22,6 +26,7 @@ import (
 	"log/slog"
 	"time"
 
+	"lhrelay/internal/admit"
 	"lhrelay/internal/batch"
 	"lhrelay/internal/corecall"
 	"lhrelay/internal/ledger"
@@ -32,6 +37,10 @@ const (
 	DefaultEvery     = 30 * time.Second
 	DefaultMinAge    = 60 * time.Second
 	DefaultStaleSent = 600 * time.Second
+	// DefaultInFlight is the rows a round looks up at once: an outage's
+	// unknowns are settled within minutes, and the frames' calls keep
+	// nearly all of the core's slots.
+	DefaultInFlight = 4
 )
 
 // lockName is the ledger lock a round holds.
@@ -52,6 +61,12 @@ type Config struct {
 	// core's lookup 404s mean never posted, unchecked
 	// (batch.LookupGuard's TrustNotFound).
 	TrustLookup404 bool
+	// Limiter is the relay's admission (SPEC 5.12); a round's lookups
+	// take its slots only while it has room. Nil: the round's own bound
+	// (InFlight) only.
+	Limiter *admit.Limiter
+	// InFlight is the rows a round looks up at once; 0: DefaultInFlight.
+	InFlight int
 	// CoreDown reports whether the core is known to be unreachable (the
 	// relay's breaker is open); a round is skipped while it is. Nil: never.
 	CoreDown func() bool
@@ -115,6 +130,13 @@ func New(cfg Config) (*Settler, error) {
 	return &Settler{cfg: cfg, guard: &batch.LookupGuard{TTL: trustFor, TrustNotFound: cfg.TrustLookup404}}, nil
 }
 
+func (s *Settler) inFlight() int {
+	if s.cfg.InFlight > 0 {
+		return s.cfg.InFlight
+	}
+	return DefaultInFlight
+}
+
 // Run runs a round every Every until ctx ends, and returns once the round
 // under way has stopped (a cancelled round stops between rows: the row
 // being looked up stays as it was).
@@ -169,6 +191,7 @@ func (s *Settler) round(ctx context.Context, now time.Time) (Result, *batch.Summ
 	defer release()
 	sum, err := batch.Resolve(ctx, s.cfg.Ledger, s.cfg.Core, batch.ResolveConfig{
 		MinAge: s.cfg.MinAge, StaleSent: s.cfg.StaleSent, Now: now, Log: s.cfg.Log, Guard: s.guard,
+		Pace: batch.Pace{MaxInFlight: s.inFlight(), Limiter: s.cfg.Limiter, Yield: true},
 	})
 	if err != nil && !errors.Is(err, batch.ErrCoreUnreachable) {
 		return Failed, sum, err
