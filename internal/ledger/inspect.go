@@ -46,7 +46,7 @@ func (l *Ledger) Page(ctx context.Context, f Filter, c Cursor, n int) ([]Row, er
 	if !c.IsZero() {
 		args = append(args, ph.cursor(d, Row{GUID: c.GUID, UpdatedAt: c.UpdatedAt})...)
 	}
-	rows, err := l.readPage(ctx, nil, ph.query(where, !c.IsZero()), append(args, n)...)
+	rows, err := l.readPage(ctx, nil, ph.keyed, ph.query(where, !c.IsZero()), append(args, n)...)
 	if err != nil {
 		l.countError(opRead, err)
 		return nil, fmt.Errorf("ledger: page: %w", err)
