@@ -38,8 +38,8 @@ const (
 // flood does not send a slow core more than it can finish in time before
 // the first answers come back.
 const (
-	defaultMaxInflight     = 256
-	defaultInitialInflight = 16
+	defaultMaxInflight     = admit.DefaultMax
+	defaultInitialInflight = admit.DefaultInitial
 )
 
 // linkOptions are the flags that secure and guard the links: TLS on both

@@ -149,6 +149,13 @@ type Settings struct {
 	Fixed bool
 }
 
+// The relay's defaults for Settings.Max (--max-inflight) and
+// Settings.Initial.
+const (
+	DefaultMax     = 256
+	DefaultInitial = 16
+)
+
 // DefaultMaxWait is short enough that a shed frame is answered within a
 // few milliseconds, and long enough to take a slot that frees meanwhile
 // under overload (then slots free every few milliseconds or faster).
