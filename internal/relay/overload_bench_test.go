@@ -70,10 +70,9 @@ var ovCellLength = flag.Duration("overload-cell", 4*time.Second, "length of one 
 // finds every connection busy is not sent (counted as "not sent").
 //
 // Columns: E901 as a share of GUIDs and of answers; goodput, the 0000
-// answers to the frames offered during the cell as a share of what the
-// core can serve in that time (capacity/service x cell, the spike's third
-// at a tenth; slightly over 100 % is possible, as the calls in flight at
-// the end finish afterwards); the E902 answers' p50 and p99; E500 (the
+// answers given during the cell as a share of what the core can answer in
+// that time (capacity/service times the cell less one service time, the
+// spike's third at a tenth); the E902 answers' p50 and p99; E500 (the
 // refusing core's 503s); breaker openings; transfers posted more than once
 // (must be 0); and calls the core received for an answer that was E902
 // (must be 0).
@@ -141,12 +140,14 @@ func (c ovCell) name() string {
 // rate is the core's capacity in transfers a second.
 func (c ovCell) rate() float64 { return float64(c.capacity) / c.service.Seconds() }
 
-// served is what the core can serve over the cell.
+// served is what the core can answer within the cell: nothing before its
+// first service time is over, a tenth of its rate during the spike.
 func (c ovCell) served() float64 {
+	d := c.length.Seconds() - c.service.Seconds()
 	if c.spike {
-		return c.rate() * (c.length.Seconds()*2/3 + c.length.Seconds()/30)
+		d -= c.length.Seconds() / 3 * 9 / 10
 	}
-	return c.rate() * c.length.Seconds()
+	return c.rate() * d
 }
 
 type ovResult struct {
@@ -222,7 +223,7 @@ func runOverloadCell(b *testing.B, c ovCell) ovResult {
 	}
 	var lim *admit.Limiter
 	if c.admission {
-		if lim, err = admit.New(admit.Settings{Max: admit.DefaultMax, Initial: admit.DefaultInitial, Timeout: c.timeout}); err != nil {
+		if lim, err = admit.New(admit.Settings{Max: admit.DefaultMax, Initial: admit.InitialFor(c.timeout), Timeout: c.timeout}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -286,9 +287,16 @@ func runOverloadCell(b *testing.B, c ovCell) ovResult {
 	}
 
 	r := ovResult{cell: c}
+	trace := os.Getenv("OVERLOAD_TRACE") != ""
+	lastTrace := time.Duration(0)
 	sample := func() {
 		if lim != nil {
 			r.maxLimit = max(r.maxLimit, lim.Limit())
+			if el := time.Since(start); trace && el-lastTrace >= 100*time.Millisecond {
+				lastTrace = el
+				fmt.Fprintf(os.Stderr, "t=%v limit %d rate %.1f in flight %d latency %v core serving %d", el.Round(time.Millisecond), lim.Limit(), lim.Rate(), lim.InFlight(), lim.Latency().Round(time.Millisecond), sim.Serving())
+				fmt.Fprintln(os.Stderr)
+			}
 		}
 	}
 	start = time.Now()
@@ -339,7 +347,9 @@ func runOverloadCell(b *testing.B, c ovCell) ovResult {
 				sentAnswers[o.guid] = 0
 			}
 		case string(generated.RspHTTP200):
-			r.goodput++
+			if o.at <= c.length {
+				r.goodput++
+			}
 			sentAnswers[o.guid]++
 		default:
 			sentAnswers[o.guid]++
@@ -387,7 +397,7 @@ func BenchmarkAdmissionCost(b *testing.B) {
 			var lim *admit.Limiter
 			if on {
 				var err error
-				if lim, err = admit.New(admit.Settings{Max: admit.DefaultMax, Initial: admit.DefaultInitial, Timeout: 10 * time.Second}); err != nil {
+				if lim, err = admit.New(admit.Settings{Max: admit.DefaultMax, Initial: admit.InitialFor(10 * time.Second), Timeout: 10 * time.Second}); err != nil {
 					b.Fatal(err)
 				}
 			}
