@@ -249,6 +249,7 @@ type Limiter struct {
 	limit    float64
 	inFlight int
 	latency  float64    // moving average, in seconds; 0 until the first call
+	overhead float64    // moving average of a slot's time outside the core call, in seconds
 	waiters  *list.List // of *waiter, oldest first
 	// The baseline: the lowest latency of the current bucket and of the
 	// one before (0: none yet), and when the current one started.
@@ -271,6 +272,7 @@ type Limiter struct {
 	// call at refusedRaise.
 	refusedCap   float64
 	refusedRaise time.Time
+	lastRefused  time.Time
 	// pause: a call refused while it was the only one in flight found
 	// the core full of work that is not ours (or that we gave up on): no
 	// probe until then.
@@ -497,10 +499,16 @@ func (l *Limiter) refusedLocked(now time.Time, inFlight int) {
 	if inFlight <= 1 {
 		l.pause = now.Add(max(time.Duration(l.baseline()*float64(time.Second)), l.latencyLocked(), l.maxWait))
 	}
+	// The lowest estimate of one burst of refusals (within a baseline of
+	// each other), not of all time: a cap that only went down would drift
+	// below the core's capacity with every refusal that met calls of ours
+	// still in the claim, not yet at the core.
 	c := float64(max(1, inFlight-1))
-	if l.refusedCap == 0 || c < l.refusedCap {
+	burst := now.Sub(l.lastRefused) < max(time.Duration(l.baseline()*float64(time.Second)), l.maxWait)
+	if l.refusedCap == 0 || c < l.refusedCap || !burst {
 		l.refusedCap = c
 	}
+	l.lastRefused = now
 	l.refusedRaise = now.Add(max(refusedProbe, time.Duration(10*l.baseline()*float64(time.Second))))
 	l.limit = max(1, min(l.limit, l.refusedCap))
 	l.limitN.Store(int64(l.slotsLocked()))
@@ -524,14 +532,24 @@ func (l *Limiter) observeLocked(now time.Time, d, held time.Duration, inFlight i
 		l.draining--
 	}
 	// The call's rate sample (Little's law): the calls that were in
-	// flight when it was admitted, answered within its time.
+	// flight when it was admitted, answered within the time it held its
+	// slot. The slot is held a little longer than the core call (the
+	// claim's commit comes first): the calls in flight are the rate times
+	// the core's latency plus that overhead, which the limits below add
+	// so that the relay's own delays do not shrink the limit.
 	r := float64(inFlight) / held.Seconds()
 	l.rateLocked(now, r)
+	over := (held - d).Seconds()
+	if l.overhead == 0 {
+		l.overhead = over
+	} else {
+		l.overhead += alpha * (over - l.overhead)
+	}
 	base := l.baselineLocked(now, sec)
 	target := math.Min(math.Max(tolerance*base, l.floor.Seconds()), l.target.Seconds())
 	// ceiling is the cap: what the measured delivery rate can finish
 	// within three quarters of the timeout, and a refusal's cap.
-	ceiling := math.Min(float64(l.max), math.Max(1, l.rate()*safeShare*l.timeout.Seconds()))
+	ceiling := math.Min(float64(l.max), math.Max(1, l.rate()*(safeShare*l.timeout.Seconds()+l.overhead)))
 	if l.refusedCap > 0 {
 		if !now.Before(l.refusedRaise) {
 			l.refusedCap++
@@ -541,10 +559,14 @@ func (l *Limiter) observeLocked(now time.Time, d, held time.Duration, inFlight i
 		l.limit = math.Min(l.limit, l.refusedCap)
 	}
 	inUse := float64(l.inFlight) >= l.limit/2
-	queued := sec >= (base+target)/2 // this call waited in the core's queue
+	// This call waited in the core's queue: its latency is past half-way
+	// to the target, and past the floor (a call that fast is no risk: a
+	// core that fast has no queue worth the name, and a latency that low
+	// is as likely our own CPU's as the core's).
+	queued := sec >= math.Max((base+target)/2, l.floor.Seconds())
 	// The limit this call says gives the target latency: its rate times
 	// the target (Little's law again).
-	proposal := math.Min(r*target, ceiling)
+	proposal := math.Min(r*(target+over), ceiling)
 	switch {
 	case !queued && !l.queued:
 		// The start, no queue yet: the core has room. Grow to the cap,
