@@ -49,11 +49,12 @@ func runOverloadCell(t *testing.T, c overloadCell, relayArgs ...string) overload
 	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
 	core := startProc(t, "coresim", coresimBin, "coresim listening on ", "--port", "0",
 		"--max-concurrent", strconv.Itoa(c.capacity), "--service", secs(c.service))
-	args := append([]string{"--port", "0", "--core", core.addr, "--db", filepath.Join(t.TempDir(), "relay.db"), "--timeout", secs(c.timeout)}, relayArgs...)
-	relay := startProc(t, "relay", relayBin, "relay listening on ", args...)
-
 	rate := float64(c.load*c.capacity) / c.service.Seconds()
 	conns := int(rate*c.timeout.Seconds()) + 16 // enough for every frame to wait the whole timeout
+	args := append([]string{"--port", "0", "--core", core.addr, "--db", filepath.Join(t.TempDir(), "relay.db"), "--timeout", secs(c.timeout),
+		"--max-conns", strconv.Itoa(conns + 16), "--max-conns-per-addr", strconv.Itoa(conns + 16)}, relayArgs...)
+	relay := startProc(t, "relay", relayBin, "relay listening on ", args...)
+
 	type answer struct {
 		guid string
 		code generated.RspCode
