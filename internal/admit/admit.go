@@ -51,8 +51,10 @@
 // within three quarters of the timeout unless the core itself slows down.
 // While the core is not saturated the rate samples are N/S and the cap is
 // N·(3/4)·timeout/S: the limit grows by at most that factor per round of
-// calls (from a start of 16 with S = 300 ms and a 1 s timeout: 40, then
-// 100), never on a guess.
+// calls (from a start of 8 with S = 300 ms and a 1 s timeout: 20, then
+// 50, then 125), never on a guess. The time a slot is held outside the
+// core call (the claim's commit comes first) is measured and added, so
+// that the relay's own delays are not taken for the core's.
 //
 // # How the limit moves
 //
@@ -104,14 +106,15 @@
 // overload a slot freed is taken within microseconds by a waiting frame.
 //
 // The start is the exception. Until the first call has come back the
-// core's speed is unknown: the limit is Settings.Initial, and as many
-// frames again may wait, up to half the timeout, for the first answers,
-// which raise the limit to the cap at once. While no queue has been seen
-// yet (the limit is still growing), frames wait up to twice the recent
-// latency, as many as the next round's growth will let in. A start-up
-// burst that the core can take is let in a round of calls late instead of
-// being shed, and a core slower than Initial calls can finish in time is
-// not flooded.
+// core's speed is unknown: the limit is Settings.Initial (InitialFor: what
+// a core of MinRate calls a second finishes within 3/4 of the timeout),
+// and as many frames again may wait, up to half the timeout, for the first
+// answers, which raise the limit to the cap at once. A start is the one
+// time the limit must guess: too high floods a slow core with calls it
+// cannot finish in time (a core of 4 at a time and 300 ms finishes 10
+// within 3/4 of a 1 s timeout), too low leaves a large core idle for the
+// few rounds of calls the growth above takes (with 300 ms calls and a 1 s
+// timeout about 0.9 s for a core of 64).
 //
 // # Not a library
 //
