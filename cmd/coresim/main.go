@@ -1,6 +1,6 @@
 // Command coresim serves the core banking simulator (SPEC §8) over HTTP:
 //
-//	coresim --port 9201 [--listen ADDR] [--delay SECONDS] [--max-concurrent N] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE]
+//	coresim --port 9201 [--listen ADDR] [--delay SECONDS] [--max-concurrent N [--refuse-beyond]] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE]
 //	        [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--truth FILE] [--control HOST:PORT]
 //
 // With --tls-cert and --tls-key it serves https (and with --tls-client-ca
@@ -58,13 +58,14 @@ type options struct {
 	accounts string
 	logPath  string
 	maxConc  int
+	refuse   bool
 	service  time.Duration
 	tls      tlsconf.ServerFiles
 	truth    string // ground-truth log (JSON lines), for cmd/verify
 	control  string // host:port of the fault controls, for cmd/verify
 }
 
-const usageText = `usage: coresim [--port P] [--listen ADDR] [--delay SECONDS] [--max-concurrent N] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE] [--truth FILE] [--control HOST:PORT]
+const usageText = `usage: coresim [--port P] [--listen ADDR] [--delay SECONDS] [--max-concurrent N [--refuse-beyond]] [--service SECONDS] [--limit N] [--accounts FILE] [--log FILE] [--truth FILE] [--control HOST:PORT]
 
 Serves the core banking simulator (SPEC sections 3 and 8).
 
@@ -82,6 +83,7 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	)
 	cliflag.SecondsVar(fs, &o.delay, "delay", coresim.DefaultDelay, "`seconds` a transfer whose memo starts with SLOW waits before posting (e.g. 3, 0.5, 500ms); 0 = no wait")
 	fs.IntVar(&o.maxConc, "max-concurrent", 0, "serve at most `N` requests at once and queue the rest, served in their turn (a core at its capacity); 0 = no bound")
+	fs.BoolVar(&o.refuse, "refuse-beyond", false, "with --max-concurrent: answer 503 (Retry-After: 1, nothing posted) to a request that finds all N places taken, instead of queueing it (a core that sheds load)")
 	cliflag.SecondsVar(fs, &o.service, "service", 0, "`seconds` every request takes while it is served (with --max-concurrent, the capacity is N / service a second); 0 = none")
 	fs.Int64Var(&o.limit, "limit", coresim.DefaultLimit, "largest `amount` of one transfer; more is LIMIT_EXCEEDED")
 	fs.StringVar(&o.accounts, "accounts", "", "CSV `file` of accounts (header bank,acct,balance) instead of the built-in set")
@@ -117,6 +119,9 @@ func parseArgs(args []string, usage io.Writer) (options, error) {
 	if o.maxConc < 0 {
 		return o, fmt.Errorf("--max-concurrent %d: want 0 (no bound) or more", o.maxConc)
 	}
+	if o.refuse && o.maxConc == 0 {
+		return o, errors.New("--refuse-beyond needs --max-concurrent: without a bound nothing is beyond it")
+	}
 	return o, nil
 }
 
@@ -127,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
-	cfg := coresim.Config{Delay: o.delay, Limit: o.limit, MaxConcurrent: o.maxConc, Service: o.service}
+	cfg := coresim.Config{Delay: o.delay, Limit: o.limit, MaxConcurrent: o.maxConc, RefuseBeyond: o.refuse, Service: o.service}
 	if o.delay == 0 {
 		cfg.Delay = -1 // in Config, zero means the default; here the user asked for none
 	}
@@ -192,6 +197,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"addr", ln.Addr().String(),
 		"delay", cliflag.FormatSeconds(o.delay)+"s",
 		"max_concurrent", o.maxConc,
+		"refuse_beyond", o.refuse,
 		"service", cliflag.FormatSeconds(o.service)+"s",
 		"limit", o.limit,
 		"accounts", nAccounts,

@@ -36,6 +36,7 @@ func TestBadArguments(t *testing.T) {
 		{"port range", []string{"--port", "70000"}, "--port 70000"},
 		{"port not a number", []string{"--port", "x"}, `invalid value "x" for flag -port`},
 		{"limit zero", []string{"--limit", "0"}, "--limit 0"},
+		{"refuse without a bound", []string{"--refuse-beyond"}, "--refuse-beyond needs --max-concurrent"},
 		{"two ports", []string{"--listen", "127.0.0.1:1", "--port", "2"}, "use one"},
 		{"bad listen port", []string{"--listen", "127.0.0.1:x"}, "bad port"},
 		{"missing accounts", []string{"--accounts", filepath.Join(dir, "none.csv")}, "--accounts: open"},

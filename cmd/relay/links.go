@@ -32,15 +32,9 @@ const (
 	defaultBreakerCooldown = 10 * time.Second
 )
 
-// Defaults of admission (README, "Overload"): 256 calls in flight is more
-// than a core of ours serves at once, so the adapted limit, not the
-// ceiling, is what binds; 16 to start with, so that a relay started into a
-// flood does not send a slow core more than it can finish in time before
-// the first answers come back.
-const (
-	defaultMaxInflight     = 256
-	defaultInitialInflight = 16
-)
+// defaultMaxInflight is admission's default ceiling (README, "Overload");
+// the limit starts at admit.InitialFor(--timeout).
+const defaultMaxInflight = admit.DefaultMax
 
 // linkOptions are the flags that secure and guard the links: TLS on both
 // sides, the allow-list and the breaker.
@@ -181,7 +175,7 @@ func (lo *linkOptions) build(coreURL string, timeout time.Duration, log *slog.Lo
 		}
 	}
 	l.limiter, err = admit.New(admit.Settings{
-		Max: lo.maxInflight, Initial: min(defaultInitialInflight, lo.maxInflight), Fixed: lo.fixedInflight,
+		Max: lo.maxInflight, Initial: min(admit.InitialFor(timeout), lo.maxInflight), Fixed: lo.fixedInflight,
 		Timeout: timeout, MaxWait: lo.admitWait,
 	})
 	if err != nil {

@@ -4,56 +4,91 @@
 //
 // # Why a bound at all
 //
-// A core serves a fixed number of requests at once and queues the rest.
-// Sending it everything means the queue grows until requests wait longer
-// than --timeout, and each of those becomes E901: sent, result unknown, a
-// transfer somebody must settle by hand. A frame refused before anything
-// is sent is E902 instead, which the channel may simply resend. So the
-// limiter trades unknowns for refusals: it keeps the core busy at its
-// capacity and refuses (sheds) what the core could not finish in time.
+// A core serves a fixed number of requests at once (its capacity, C) and
+// queues the rest, or refuses them. Sending it everything means the queue
+// grows until requests wait longer than --timeout, and each of those
+// becomes E901: sent, result unknown, a transfer somebody must settle by
+// hand. A frame refused before anything is sent is E902 instead, which the
+// channel may simply resend. So the limiter trades unknowns for refusals:
+// it keeps the core busy at its capacity and refuses (sheds) what the core
+// could not finish in time.
 //
-// # The limit
+// # The model
 //
-// The limit adapts between 1 and Settings.Max (--max-inflight) to the
-// latency of the calls it admitted. A call's latency is the core's own
-// time plus its wait in the core's queue, and the queue is made of the
-// calls we sent beyond the core's capacity. The limit aims at a latency
-// of twice the core's latency without a queue (the baseline), never more
-// than half the call timeout and never less than a twentieth of it (a
-// core that fast is no risk: ten times slower, its calls still finish
-// within half the timeout; and the limit must not throttle a fast core
-// whose latency is mostly our own CPU's): a queue about as long as the core's
-// capacity keeps the core busy, and calls in flight then finish within
-// the timeout even if the core slows down several times over at once (a
-// limit aimed at the timeout alone lets the queue grow until a tenfold
-// slowdown turns every call in flight into E901).
+// A core of capacity C and service time S delivers at most X = C/S calls a
+// second. By Little's law a core with N of our calls in flight answers
+// them after about max(S, N/X): below C nothing queues, above it every
+// call waits for the N-C ahead of it. The limiter estimates, from the
+// calls it admitted:
 //
-// The baseline is the lowest latency seen over the last 5 to 10 seconds
-// (two buckets of 5 s), so that a core that stays slow is taken at its new
-// speed within seconds. Under constant overload every call queues, and a
-// lowest latency taken only from queued calls would creep up window after
-// window; so when a bucket starts, the limit is halved for one round of
-// calls, the core's queue drains, and the new bucket sees calls that did
-// not queue (BBR's "probe RTT").
+//   - S, the baseline: the lowest latency of the calls answered over the
+//     last 5 to 10 seconds (two buckets of 5 s), a call that did not queue;
+//   - X, the delivery rate: for each answered call, the calls answered
+//     while it was in flight divided by its time in flight (a rate sample,
+//     as TCP BBR takes one per acknowledgement), and the highest sample of
+//     the last 1 to 2 seconds (two buckets of 1 s);
+//   - the recent latency, a moving average (EWMA) of the answered calls'
+//     latencies, each counted at most at twice the average so far (a few
+//     individually slow transfers, a burst of them even timing out, barely
+//     move it; queueing moves every call and the average follows within a
+//     few dozen calls).
 //
-// The recent latency is a moving average (EWMA) of the calls' latencies,
-// each counted at most at twice the average so far: queueing moves every
-// call, and the average follows it within a few dozen calls (a tenfold
-// rise in about 25), while a few individually slow transfers among fast
-// ones (a burst of them, even timing out) barely move it, and must not
-// make the relay shed the fast ones. Each finished call moves the limit
-// towards limit × target / latency, by a small step (gain) and by at most
-// a factor of two: a core that answers within the target lets the limit
-// grow (only while the limit is in use: an idle limit proves nothing),
-// one that answers past it shrinks it in proportion. A call that timed
-// out counts as taking the whole timeout. While the recent latency is
-// under half the floor (a fortieth of the timeout) the limit also grows by
-// every call waiting: a fast core must not see frames shed while the
-// limit climbs from its start.
+// It aims at a latency of target = 2·S, never more than half the timeout
+// and never less than a twentieth of it: the core has about C calls queued
+// behind the C it serves, so it never idles, and the calls in flight still
+// finish within the timeout if the core slows down tenfold at once (a
+// queue of 2·S drains in 20·S after a tenfold slow-down, within the timeout
+// while S is at most a twentieth of it; the floor lets a core that fast
+// keep more in flight, since even then the calls finish within half the
+// timeout). The limit that gives that latency is X·target.
 //
-// This is Netflix's gradient idea (limit × ratio of latencies) with the
-// call timeout as the bound that matters to us on top of the lowest
-// latency.
+// # Why it cannot overshoot
+//
+// Every limit is capped by what the measured delivery rate can finish in
+// time: limit ≤ X·(3/4)·timeout. With N in flight the last one is answered
+// after about N/X, so whatever the latency samples say (and they come back
+// only one latency later), a call admitted under the cap is answered
+// within three quarters of the timeout unless the core itself slows down.
+// While the core is not saturated the rate samples are N/S and the cap is
+// N·(3/4)·timeout/S: the limit grows by at most that factor per round of
+// calls (from a start of 8 with S = 300 ms and a 1 s timeout: 20, then
+// 50, then 125), never on a guess. The time a slot is held outside the
+// core call (the claim's commit comes first) is measured and added, so
+// that the relay's own delays are not taken for the core's.
+//
+// # How the limit moves
+//
+// Each answered call moves the limit, in one of two regimes:
+//
+//   - No queue: the recent latency is under half-way from S to the target.
+//     The core has room, and the limit grows to the cap X·(3/4)·timeout at
+//     once (only while the limit is in use, half of it at least: an idle
+//     limit proves nothing, and it is not lowered for want of traffic
+//     either, so that a burst after a quiet night is let in).
+//   - Queue: the latency is past that half-way. The limit moves towards
+//     min(X·target, limit·target/latency) by a twentieth per call, at most
+//     halving or doubling: Little's law at the measured rate, and the
+//     latency's own gradient, which falls first when the core slows down
+//     (the rate's maximum remembers the old speed for a second or two).
+//
+// When queueing at the core inflates the latency towards the timeout, the
+// limit falls in proportion; a call that timed out counts as taking the
+// whole timeout. Calls are shed at admission once the recent latency plus
+// the wait leaves no room within the timeout (ReasonDeadline), so a core
+// slower than the timeout gets one call at a time (a probe) and no flood.
+//
+// Under constant overload every call queues, and a baseline taken only
+// from queued calls would creep up window after window; so when a bucket
+// starts, the limit is halved for one round of calls, the core's queue
+// drains, and the new bucket sees calls that did not queue (BBR's "probe
+// RTT").
+//
+// A core that refuses beyond its capacity (503 or 429, Refused) never
+// queues: its latency stays S and its refusals are the only sign of its
+// capacity. A refusal caps the limit at the calls in flight when it was
+// sent, less one, for good; the cap is raised by one call per second (or
+// per ten baselines, if longer) without a refusal, so that a core that
+// grew is found, at the price of about one refusal a second.
 //
 // # Admission
 //
@@ -65,14 +100,21 @@
 // nothing in flight a call is always admitted, as a probe: without calls
 // the limiter would never learn that the core got fast again.
 //
-// Until the first call has come back, the wait is up to the floor (a
-// twentieth of the timeout) instead: the core's speed is unknown, and a
-// start-up burst that the first answers would let in is not shed.
-//
 // The wait is short (milliseconds) on purpose: a shed frame is answered
 // at once, and a frame that waits long would only eat into the channel's
 // own timeout. The limit, not the queue, is what keeps goodput up: under
 // overload a slot freed is taken within microseconds by a waiting frame.
+//
+// The start is the exception. Until the first call has come back the
+// core's speed is unknown: the limit is Settings.Initial (InitialFor: what
+// a core of MinRate calls a second finishes within 3/4 of the timeout),
+// and as many frames again may wait, up to half the timeout, for the first
+// answers, which raise the limit to the cap at once. A start is the one
+// time the limit must guess: too high floods a slow core with calls it
+// cannot finish in time (a core of 4 at a time and 300 ms finishes 10
+// within 3/4 of a 1 s timeout), too low leaves a large core idle for the
+// few rounds of calls the growth above takes (with 300 ms calls and a 1 s
+// timeout about 0.9 s for a core of 64).
 //
 // # Not a library
 //
@@ -149,6 +191,24 @@ type Settings struct {
 	Fixed bool
 }
 
+// DefaultMax is the relay's default for Settings.Max (--max-inflight):
+// more than a core of ours serves at once, so that the adapted limit, not
+// the ceiling, is what binds.
+const DefaultMax = 256
+
+// MinRate is the slowest core (calls answered a second) that InitialFor
+// assumes.
+const MinRate = 10
+
+// InitialFor is the relay's default for Settings.Initial: what a core
+// answering MinRate calls a second finishes within three quarters of the
+// timeout (at least 4), so that a relay started into a flood does not
+// send a slow core more than it can finish in time before the first
+// answers come back, and a fast one is found within a few rounds of calls.
+func InitialFor(timeout time.Duration) int {
+	return max(4, int(math.Round(MinRate*safeShare*timeout.Seconds())))
+}
+
 // DefaultMaxWait is short enough that a shed frame is answered within a
 // few milliseconds, and long enough to take a slot that frees meanwhile
 // under overload (then slots free every few milliseconds or faster).
@@ -156,7 +216,8 @@ const DefaultMaxWait = 2 * time.Millisecond
 
 const (
 	// gain is how far one finished call moves the limit towards its
-	// proposal: about twenty calls to get most of the way.
+	// proposal in the queue regime: about twenty calls to get most of the
+	// way.
 	gain = 0.05
 	// alpha is the weight of one call in the moving average.
 	alpha = 0.1
@@ -164,9 +225,17 @@ const (
 	tolerance = 2
 	// baseWindow is the length of one of the baseline's two buckets.
 	baseWindow = 5 * time.Second
+	// rateWindow is the length of one of the delivery rate's two buckets.
+	rateWindow = time.Second
 	// outlier caps one call's latency at this many times the average, so
 	// that a few slow calls do not look like queueing.
 	outlier = 2
+	// safeShare is the share of the timeout the calls in flight must be
+	// able to finish within at the measured delivery rate: the cap.
+	safeShare = 0.75
+	// refusedProbe is the least time between two raises of the cap a
+	// refusal set.
+	refusedProbe = time.Second
 )
 
 // Limiter admits calls to one core. A nil *Limiter admits every call at
@@ -183,6 +252,7 @@ type Limiter struct {
 	limit    float64
 	inFlight int
 	latency  float64    // moving average, in seconds; 0 until the first call
+	overhead float64    // moving average of a slot's time outside the core call, in seconds
 	waiters  *list.List // of *waiter, oldest first
 	// The baseline: the lowest latency of the current bucket and of the
 	// one before (0: none yet), and when the current one started.
@@ -191,6 +261,25 @@ type Limiter struct {
 	// draining counts down the calls of a round with the limit halved,
 	// after a bucket started.
 	draining int
+	// The delivery rate: the highest rate sample (calls a second) of the
+	// current bucket and the one before.
+	curRate, prevRate float64
+	rateStart         time.Time
+	// trustAt is when the delivery rate has seen a whole round of calls:
+	// two latencies after the first answer; zero until then.
+	trustAt time.Time
+	// queued is set once a queue was seen (the queue regime, or a
+	// refusal): the start's growth is over.
+	queued bool
+	// refusedCap caps the limit after a refusal (0: none), raised by one
+	// call at refusedRaise.
+	refusedCap   float64
+	refusedRaise time.Time
+	lastRefused  time.Time
+	// pause: a call refused while it was the only one in flight found
+	// the core full of work that is not ours (or that we gave up on): no
+	// probe until then.
+	pause time.Time
 
 	// Mirrors for the metrics' reads, which must not take mu.
 	inFlightN atomic.Int64
@@ -213,6 +302,7 @@ func New(s Settings) (*Limiter, error) {
 	if s.Timeout <= 0 {
 		return nil, errors.New("admit: a limiter needs the call timeout")
 	}
+	now := time.Now()
 	l := &Limiter{
 		max:         s.Max,
 		timeout:     s.Timeout,
@@ -221,7 +311,8 @@ func New(s Settings) (*Limiter, error) {
 		maxWait:     s.MaxWait,
 		fixed:       s.Fixed,
 		waiters:     list.New(),
-		bucketStart: time.Now(),
+		bucketStart: now,
+		rateStart:   now,
 	}
 	if l.maxWait == 0 {
 		l.maxWait = DefaultMaxWait
@@ -239,6 +330,10 @@ type Permit struct {
 	l *Limiter
 	// Waited is how long the call waited for its slot.
 	Waited time.Duration
+	// When the call was admitted and the calls then in flight (itself
+	// included), for its rate sample and a refusal's cap.
+	admitted time.Time
+	inFlight int
 }
 
 // Sample is what a finished call tells the limiter.
@@ -252,6 +347,10 @@ const (
 	Answered
 	// TimedOut: the call took the whole timeout.
 	TimedOut
+	// Refused: the core answered that it is at its capacity (503 or
+	// 429): no latency sample, and the limit is capped below the calls
+	// that were in flight when it was sent.
+	Refused
 )
 
 // Acquire admits one call or sheds it. The returned error is a
@@ -268,19 +367,16 @@ func (l *Limiter) Acquire() (Permit, error) {
 		return Permit{}, err
 	}
 	if l.waiters.Len() == 0 && l.inFlight < l.slotsLocked() {
-		l.takeLocked()
+		p := l.takeLocked(start)
 		l.mu.Unlock()
-		return Permit{l: l}, nil
+		return p, nil
+	}
+	wait := l.waitLocked()
+	if wait == 0 {
+		wait = l.maxWait
 	}
 	w := &waiter{ready: make(chan struct{})}
 	e := l.waiters.PushBack(w)
-	wait := l.maxWait
-	if l.latency == 0 {
-		// No call has come back yet: how fast the core is is unknown,
-		// and shedding a start-up burst that the first answers would
-		// let in costs the channels for nothing. Wait up to the floor.
-		wait = max(wait, l.floor)
-	}
 	l.mu.Unlock()
 
 	t := time.NewTimer(wait)
@@ -291,7 +387,8 @@ func (l *Limiter) Acquire() (Permit, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	waited := time.Since(start)
+	now := time.Now()
+	waited := now.Sub(start)
 	if !w.granted {
 		l.waiters.Remove(e)
 		return Permit{}, &ShedError{Reason: ReasonLimit, Waited: waited, Limit: l.slotsLocked(), Latency: l.latencyLocked()}
@@ -300,7 +397,17 @@ func (l *Limiter) Acquire() (Permit, error) {
 		l.releaseLocked()
 		return Permit{}, err
 	}
-	return Permit{l: l, Waited: waited}, nil
+	return Permit{l: l, Waited: waited, admitted: now, inFlight: l.inFlight}, nil
+}
+
+// waitLocked is how long a call over the limit may wait at the start, or
+// 0 for MaxWait: until the first answer, as many calls as the limit may
+// wait up to half the timeout for the first answers to raise it.
+func (l *Limiter) waitLocked() time.Duration {
+	if l.fixed || l.latency != 0 || int(l.limit) >= l.max || l.waiters.Len() >= int(l.limit) {
+		return 0
+	}
+	return max(l.maxWait, l.target)
 }
 
 // deadlineLocked sheds a call that the recent latency says cannot finish
@@ -308,6 +415,9 @@ func (l *Limiter) Acquire() (Permit, error) {
 // call is let through as a probe.
 func (l *Limiter) deadlineLocked(waited time.Duration) error {
 	lat := l.latencyLocked()
+	if l.inFlight == 0 && !l.pause.IsZero() && time.Now().Before(l.pause) {
+		return &ShedError{Reason: ReasonLimit, Waited: waited, Limit: l.slotsLocked(), Latency: lat}
+	}
 	if l.inFlight == 0 || waited+lat < l.timeout {
 		return nil
 	}
@@ -327,9 +437,10 @@ func (l *Limiter) slotsLocked() int {
 	return max(1, int(l.limit))
 }
 
-func (l *Limiter) takeLocked() {
+func (l *Limiter) takeLocked(now time.Time) Permit {
 	l.inFlight++
 	l.inFlightN.Store(int64(l.inFlight))
+	return Permit{l: l, admitted: now, inFlight: l.inFlight}
 }
 
 // releaseLocked frees a slot and hands free slots to the oldest waiters.
@@ -356,20 +467,64 @@ func (p Permit) Done(s Sample, took time.Duration) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := time.Now()
+	held := max(now.Sub(p.admitted), took)
 	switch s {
 	case Answered:
-		l.observeLocked(took)
+		l.observeLocked(now, took, held, p.inFlight)
 	case TimedOut:
-		l.observeLocked(max(took, l.timeout))
+		l.observeLocked(now, max(took, l.timeout), max(held, l.timeout), p.inFlight)
+	case Refused:
+		l.refusedLocked(now, p.inFlight)
 	}
 	l.releaseLocked()
 }
 
-// observeLocked moves the recent latency and the limit by one call.
-func (l *Limiter) observeLocked(d time.Duration) {
+// rateLocked takes one rate sample into the delivery rate's maximum.
+func (l *Limiter) rateLocked(now time.Time, r float64) {
+	if now.Sub(l.rateStart) >= rateWindow {
+		l.prevRate, l.curRate, l.rateStart = l.curRate, 0, now
+	}
+	l.curRate = max(l.curRate, r)
+}
+
+// rate is the delivery rate: the highest sample of the last one to two
+// seconds.
+func (l *Limiter) rate() float64 { return max(l.curRate, l.prevRate) }
+
+// refusedLocked caps the limit below the calls in flight when the refused
+// call was sent (inFlight, itself included).
+func (l *Limiter) refusedLocked(now time.Time, inFlight int) {
+	l.queued = true
+	if l.fixed {
+		return
+	}
+	if inFlight <= 1 {
+		l.pause = now.Add(max(time.Duration(l.baseline()*float64(time.Second)), l.latencyLocked(), l.maxWait))
+	}
+	// The lowest estimate of one burst of refusals (within a baseline of
+	// each other), not of all time: a cap that only went down would drift
+	// below the core's capacity with every refusal that met calls of ours
+	// still in the claim, not yet at the core.
+	c := float64(max(1, inFlight-1))
+	burst := now.Sub(l.lastRefused) < max(time.Duration(l.baseline()*float64(time.Second)), l.maxWait)
+	if l.refusedCap == 0 || c < l.refusedCap || !burst {
+		l.refusedCap = c
+	}
+	l.lastRefused = now
+	l.refusedRaise = now.Add(max(refusedProbe, time.Duration(10*l.baseline()*float64(time.Second))))
+	l.limit = max(1, min(l.limit, l.refusedCap))
+	l.limitN.Store(int64(l.slotsLocked()))
+}
+
+// observeLocked moves the recent latency and the limit by one call that
+// took d at the core and held its slot for held, admitted with inFlight
+// calls in flight (itself included).
+func (l *Limiter) observeLocked(now time.Time, d, held time.Duration, inFlight int) {
 	sec := d.Seconds()
 	if l.latency == 0 {
 		l.latency = sec
+		l.trustAt = now.Add(2 * d)
 	} else {
 		l.latency += alpha * (min(sec, outlier*l.latency) - l.latency)
 	}
@@ -379,29 +534,71 @@ func (l *Limiter) observeLocked(d time.Duration) {
 	if l.draining > 0 {
 		l.draining--
 	}
-	base := l.baselineLocked(sec)
+	// The call's rate sample (Little's law): the calls that were in
+	// flight when it was admitted, answered within the time it held its
+	// slot. The slot is held a little longer than the core call (the
+	// claim's commit comes first): the calls in flight are the rate times
+	// the core's latency plus that overhead, which the limits below add
+	// so that the relay's own delays do not shrink the limit.
+	r := float64(inFlight) / held.Seconds()
+	l.rateLocked(now, r)
+	over := (held - d).Seconds()
+	if l.overhead == 0 {
+		l.overhead = over
+	} else {
+		l.overhead += alpha * (over - l.overhead)
+	}
+	base := l.baselineLocked(now, sec)
 	target := math.Min(math.Max(tolerance*base, l.floor.Seconds()), l.target.Seconds())
-	ratio := target / math.Max(l.latency, 1e-6)
-	ratio = math.Min(2, math.Max(0.5, ratio))
-	if ratio > 1 && float64(l.inFlight) < l.limit/2 {
-		// The limit was not in use: its being enough proves nothing.
-		return
+	// ceiling is the cap: what the measured delivery rate can finish
+	// within three quarters of the timeout, and a refusal's cap.
+	ceiling := math.Min(float64(l.max), math.Max(1, l.rate()*(safeShare*l.timeout.Seconds()+l.overhead)))
+	if l.refusedCap > 0 {
+		if !now.Before(l.refusedRaise) {
+			l.refusedCap++
+			l.refusedRaise = now.Add(max(refusedProbe, time.Duration(10*base*float64(time.Second))))
+		}
+		ceiling = math.Min(ceiling, l.refusedCap)
+		l.limit = math.Min(l.limit, l.refusedCap)
 	}
-	l.limit += gain * (l.limit*ratio - l.limit)
-	if ratio > 1 {
-		// And one call more per round of calls, as TCP's congestion
-		// avoidance: from a limit of 1 (after a slowdown) the
-		// multiplicative step alone takes dozens of calls to matter.
-		l.limit += 1 / l.limit
+	inUse := float64(l.inFlight) >= l.limit/2
+	// This call waited in the core's queue: its latency is past half-way
+	// to the target, and past the floor (a call that fast is no risk: a
+	// core that fast has no queue worth the name, and a latency that low
+	// is as likely our own CPU's as the core's).
+	queued := sec >= math.Max((base+target)/2, l.floor.Seconds())
+	// The limit this call says gives the target latency: its rate times
+	// the target (Little's law again).
+	proposal := math.Min(r*(target+over), ceiling)
+	switch {
+	case !queued && !l.queued:
+		// The start, no queue yet: the core has room. Grow to the cap,
+		// while in use.
+		if inUse && ceiling > l.limit {
+			l.limit = ceiling
+		}
+	case queued:
+		l.queued = true
+		l.limit += gain * (proposal - l.limit)
+	case inUse && proposal > l.limit:
+		// A call that did not queue, with the limit in use: grow, and
+		// by one call more per round of calls, as TCP's congestion
+		// avoidance (from a limit of 1, after a slowdown, the
+		// multiplicative step alone takes dozens of calls to matter).
+		l.limit = math.Min(l.limit+gain*(proposal-l.limit)+1/l.limit, ceiling)
 	}
-	if n := l.waiters.Len(); n > 0 && l.latency < l.floor.Seconds()/2 {
-		// A core answering this far within the timeout is nowhere near
-		// trouble: let everyone waiting in, rather than shed frames while
-		// the limit grows a call at a time from its start.
-		l.limit += float64(n)
+	if now.After(l.trustAt) && inUse {
+		l.limit = math.Min(l.limit, ceiling)
 	}
 	l.limit = math.Min(float64(l.max), math.Max(1, l.limit))
 	l.limitN.Store(int64(l.slotsLocked()))
+}
+
+func (l *Limiter) baseline() float64 {
+	if l.prevMin > 0 && l.curMin > 0 {
+		return math.Min(l.curMin, l.prevMin)
+	}
+	return math.Max(l.curMin, l.prevMin)
 }
 
 // baselineLocked takes one call's latency into the baseline and returns
@@ -409,9 +606,9 @@ func (l *Limiter) observeLocked(d time.Duration) {
 // new bucket drains the core's queue for one round (the limit halved) when
 // the baseline is what the target rests on; a core fast enough that the
 // floor is the target has no queue of ours to drain.
-func (l *Limiter) baselineLocked(sec float64) float64 {
-	if now := time.Now(); now.Sub(l.bucketStart) >= baseWindow {
-		if tolerance*l.curMin > l.floor.Seconds() {
+func (l *Limiter) baselineLocked(now time.Time, sec float64) float64 {
+	if now.Sub(l.bucketStart) >= baseWindow {
+		if tolerance*l.curMin > l.floor.Seconds() && l.queued {
 			l.draining = l.slotsLocked()
 		}
 		l.prevMin, l.curMin, l.bucketStart = l.curMin, 0, now
@@ -419,10 +616,7 @@ func (l *Limiter) baselineLocked(sec float64) float64 {
 	if l.curMin == 0 || sec < l.curMin {
 		l.curMin = sec
 	}
-	if l.prevMin > 0 {
-		return math.Min(l.curMin, l.prevMin)
-	}
-	return l.curMin
+	return l.baseline()
 }
 
 // InFlight is the number of calls admitted and not done.
@@ -439,4 +633,12 @@ func (l *Limiter) Latency() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.latencyLocked()
+}
+
+// Rate is the delivery rate the limit rests on: the highest rate sample
+// (calls answered a second) of the last one to two seconds.
+func (l *Limiter) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rate()
 }

@@ -117,3 +117,39 @@ func TestLimitAdapts(t *testing.T) {
 	}
 	assert.Equal(t, l.Limit(), 64)
 }
+
+// A call the core refused (503 or 429) while ten were in flight caps the
+// limit below ten: the core served nine at most.
+func TestRefusedCapsTheLimit(t *testing.T) {
+	l, err := admit.New(admit.Settings{Max: 64, Initial: 32, Timeout: time.Second})
+	assert.NilError(t, err)
+	ps := make([]admit.Permit, 10)
+	for i := range ps {
+		ps[i], err = l.Acquire()
+		assert.NilError(t, err)
+	}
+	ps[9].Done(admit.Refused, time.Millisecond)
+	assert.Assert(t, l.Limit() <= 9, "limit %d after a refusal with 10 in flight", l.Limit())
+	for _, p := range ps[:9] {
+		p.Done(admit.Answered, time.Millisecond)
+	}
+	assert.Assert(t, l.Limit() <= 9, "limit %d grew past the refusal's cap within a second", l.Limit())
+}
+
+// The start: the limit is Initial, and it grows by no more than what the
+// measured rate finishes within 3/4 of the timeout: eight calls answered
+// after 300 ms with a 1 s timeout allow 8·0.75/0.3 = 20, not Max.
+func TestStartGrowsByTheRate(t *testing.T) {
+	l, err := admit.New(admit.Settings{Max: 256, Initial: admit.InitialFor(time.Second), Timeout: time.Second})
+	assert.NilError(t, err)
+	assert.Equal(t, l.Limit(), 8)
+	ps := make([]admit.Permit, 8)
+	for i := range ps {
+		ps[i], err = l.Acquire()
+		assert.NilError(t, err)
+	}
+	for _, p := range ps {
+		p.Done(admit.Answered, 300*time.Millisecond)
+	}
+	assert.Assert(t, l.Limit() > 8 && l.Limit() <= 20, "limit %d", l.Limit())
+}

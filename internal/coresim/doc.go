@@ -70,6 +70,15 @@
 // Posted transfers are kept in memory for GET /v1/transfers/{guid}: about a
 // hundred bytes per distinct GUID, for the life of the process.
 //
+// # Capacity
+//
+// Config.MaxConcurrent serves that many requests to /v1/ at once, each for
+// Config.Service, and queues the rest in their turn (a core at its
+// capacity). With Config.RefuseBeyond a request that finds every place
+// taken is answered at once 503 {"error":"at capacity"} with Retry-After: 1
+// and nothing posted (a core, or its gateway, that sheds load); it is
+// counted in the statistics as a call, and in Server.Refused.
+//
 // # Arrivals
 //
 // Config.Arrived is called as each request to /v1/ reaches the core, before

@@ -56,6 +56,11 @@ type Config struct {
 	// has gone, as a real core that has received a request does. Zero
 	// means no bound.
 	MaxConcurrent int
+	// RefuseBeyond makes a core at MaxConcurrent refuse a request that
+	// finds no free place instead of queueing it: 503 with a Retry-After
+	// and nothing posted, as a core (or its gateway) that sheds load
+	// answers (--refuse-beyond).
+	RefuseBeyond bool
 	// Service is how long each request to /v1/ takes while it holds its
 	// place (a core's own work), so that MaxConcurrent / Service is the
 	// core's capacity. SetService changes it while serving.
@@ -92,7 +97,9 @@ type Server struct {
 	// gate holds one token per request being served when MaxConcurrent is
 	// set; nil: no bound.
 	gate    chan struct{}
+	refuse  bool         // Config.RefuseBeyond
 	service atomic.Int64 // nanoseconds each /v1/ request takes
+	refused atomic.Int64 // requests answered 503 by RefuseBeyond
 
 	// mu guards the books: balances, postings, the transaction counter and
 	// the wait channel. Check-and-debit happens entirely under it.
@@ -166,6 +173,7 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxConcurrent > 0 {
 		s.gate = make(chan struct{}, cfg.MaxConcurrent)
+		s.refuse = cfg.RefuseBeyond
 	}
 	s.service.Store(int64(cfg.Service))
 	if cfg.Truth != nil {
@@ -192,7 +200,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return // held at the door until its caller left: never served
 			}
 		}
-		s.serveInTurn()
+		if !s.serveInTurn() {
+			if r.Method == http.MethodPost && r.URL.Path == "/v1/transfers" {
+				s.count(r.Header.Get(headerGUID)) // a call the relay made, refused
+			}
+			s.refused.Add(1)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "at capacity")
+			return
+		}
 	}
 	if s.log == nil {
 		s.mux.ServeHTTP(w, r)
@@ -204,16 +220,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveInTurn waits for a place among MaxConcurrent (deliberately not
 // watching the caller's context: a queued request is served in its turn)
 // and spends the service time in it. The handler then runs after the
-// place is given back; its own work is microseconds.
-func (s *Server) serveInTurn() {
+// place is given back; its own work is microseconds. With RefuseBeyond a
+// request that finds no place is not served: serveInTurn returns false.
+func (s *Server) serveInTurn() bool {
 	if s.gate != nil {
-		s.gate <- struct{}{}
+		if s.refuse {
+			select {
+			case s.gate <- struct{}{}:
+			default:
+				return false
+			}
+		} else {
+			s.gate <- struct{}{}
+		}
 		defer func() { <-s.gate }()
 	}
 	if d := time.Duration(s.service.Load()); d > 0 {
 		time.Sleep(d)
 	}
+	return true
 }
+
+// Serving is how many requests hold one of MaxConcurrent's places now.
+func (s *Server) Serving() int { return len(s.gate) }
+
+// Refused is how many requests RefuseBeyond answered 503.
+func (s *Server) Refused() int64 { return s.refused.Load() }
 
 // SetService changes how long each request to /v1/ takes from now on (a
 // core whose latency rises for a while).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -519,5 +520,39 @@ func TestMaxConcurrent(t *testing.T) {
 	assert.Assert(t, took >= 3*service, "six requests two at a time took %v", took)
 	for i := range 6 {
 		assert.Equal(t, sim.PostCount(guid(9000+i)), 1)
+	}
+}
+
+// TestRefuseBeyond: with two places, RefuseBeyond and 100 ms a request,
+// the requests beyond the two served are answered 503 at once, with
+// nothing posted, and counted as calls; the two are posted.
+func TestRefuseBeyond(t *testing.T) {
+	const service = 100 * time.Millisecond
+	sim, url := start(t, coresim.Config{MaxConcurrent: 2, RefuseBeyond: true, Service: service, Accounts: []coresim.Account{{Bank: "LHB", Acct: acctRich, Balance: 1_000_000}}})
+	held := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			a := post(t, url, transfer(guid(9100+i), 100, "served"))
+			assert.Equal(t, a.status, http.StatusOK, a.raw)
+		})
+	}
+	go func() { wg.Wait(); close(held) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for sim.Serving() < 2 {
+		assert.Assert(t, time.Now().Before(deadline), "two requests never reached the core")
+		runtime.Gosched()
+	}
+	t0 := time.Now()
+	a := post(t, url, transfer(guid(9102), 100, "refused"))
+	took := time.Since(t0)
+	assert.Equal(t, a.status, http.StatusServiceUnavailable, a.raw)
+	assert.Assert(t, took < service, "a refusal waited %v", took)
+	<-held
+	assert.Equal(t, sim.PostCount(guid(9102)), 0)
+	assert.Equal(t, sim.Refused(), int64(1))
+	assert.Equal(t, sim.Stats().ByGUID[guid(9102)], 1, "a refused call is still a call")
+	for i := range 2 {
+		assert.Equal(t, sim.PostCount(guid(9100+i)), 1)
 	}
 }

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	"lhrelay/internal/admit"
@@ -51,9 +52,9 @@ func (c *conn) release(st *frameState, s admit.Sample, took time.Duration) {
 }
 
 // sample is what a call says about the core's latency: an answer's time
-// counts, a timeout counts as the whole timeout, and a call that was not
-// made, could not connect or was cut short by a stopping relay says
-// nothing.
+// counts, a timeout counts as the whole timeout, a 503 or 429 is the core
+// at its capacity, and a call that was not made, could not connect or was
+// cut short by a stopping relay says nothing.
 func (s *Server) sample(res corecall.Result, sent bool) admit.Sample {
 	switch {
 	case !sent || context.Cause(s.base) != nil:
@@ -62,6 +63,11 @@ func (s *Server) sample(res corecall.Result, sent bool) admit.Sample {
 		return admit.TimedOut
 	case res.Source == generated.SourceConnectFail:
 		return admit.Ignored
+	case res.Status == http.StatusServiceUnavailable || res.Status == http.StatusTooManyRequests:
+		// The core (or its gateway) says it is at its capacity: an
+		// answer (E500, nothing posted), and the limiter's sign of the
+		// capacity of a core that refuses instead of queueing.
+		return admit.Refused
 	}
 	return admit.Answered
 }
