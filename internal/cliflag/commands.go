@@ -28,7 +28,7 @@ var commandFlags = map[string][]string{
 		"tls-cert", "tls-client-ca", "tls-key", "to", "token-file"},
 	"lhsend": {"acct", "addr", "amount", "answer-timeout", "bad", "bank", "concurrency", "count", "describe", "dp-acct", "dp-bank", "dst-org", "duplicates", "guid", "json", "memo", "print", "rate", "raw",
 		"raw-file", "seed", "src-org", "stdin", "tls-ca", "tls-cert", "tls-key", "tx", "wd-acct", "wd-bank"},
-	"coresim": {"accounts", "control", "delay", "limit", "listen", "log", "max-concurrent", "port", "service", "tls-cert", "tls-client-ca", "tls-key", "truth"},
+	"coresim": {"accounts", "control", "delay", "limit", "listen", "log", "max-concurrent", "port", "refuse-beyond", "service", "tls-cert", "tls-client-ca", "tls-key", "truth"},
 	"sandbox": {"core-listen", "db", "delay", "log-level", "metrics-addr", "relay", "timeout"},
 	"demo":    {"json", "keep-db", "verbose"},
 	"verify":  {"duration", "first", "list-plants", "out", "parallel", "plant", "rate", "relays", "schedules", "seed", "store"},
