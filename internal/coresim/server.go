@@ -182,13 +182,17 @@ func New(cfg Config) *Server {
 	s.arrived = cfg.Arrived
 
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST /v1/transfers", s.postTransfer)
+	s.mux.HandleFunc(routePostTransfer, s.postTransfer)
 	s.mux.HandleFunc("GET /v1/transfers/{guid}", s.getTransfer)
 	s.mux.HandleFunc("GET /v1/accounts/{bank}/{acct}", s.getAccount)
 	s.mux.HandleFunc("GET /_stats", s.getStats)
 	s.mux.HandleFunc("POST /_reset", s.postReset)
 	return s
 }
+
+// routePostTransfer is the one route whose calls _stats counts, refused or
+// served.
+const routePostTransfer = "POST /v1/transfers"
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -201,7 +205,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if !s.serveInTurn() {
-			if r.Method == http.MethodPost && r.URL.Path == "/v1/transfers" {
+			if r.Method+" "+r.URL.Path == routePostTransfer {
 				s.count(r.Header.Get(headerGUID)) // a call the relay made, refused
 			}
 			s.refused.Add(1)
