@@ -85,10 +85,15 @@
 //
 // A core that refuses beyond its capacity (503 or 429, Refused) never
 // queues: its latency stays S and its refusals are the only sign of its
-// capacity. A refusal caps the limit at the calls in flight when it was
-// sent, less one, for good; the cap is raised by one call per second (or
-// per ten baselines, if longer) without a refusal, so that a core that
-// grew is found, at the price of about one refusal a second.
+// capacity. A refusal says the core was serving C = the calls at the core
+// when it was sent, less one (Permit.Sending marks a call as at the
+// core). A slot is held longer than its call (the claim's commit comes
+// first), so C calls at the core take C·(S + overhead)/S slots (Little's
+// law once more), and that is the cap; capping the slots at C itself
+// would leave the core idle for the overhead's share of every call. The
+// cap is raised by one call per second (or per ten baselines, if longer)
+// without a refusal, so that a core that grew is found, at the price of
+// about one refusal a second.
 //
 // # Admission
 //
@@ -128,6 +133,7 @@
 package admit
 
 import (
+	"cmp"
 	"container/list"
 	"errors"
 	"fmt"
@@ -247,13 +253,16 @@ type Limiter struct {
 	floor   time.Duration // the least: a twentieth of the timeout
 	maxWait time.Duration
 	fixed   bool
+	now     func() time.Time // time.Now; a test's clock
 
 	mu       sync.Mutex
 	limit    float64
 	inFlight int
+	atCore   int        // calls marked Sending and not done
 	latency  float64    // moving average, in seconds; 0 until the first call
 	overhead float64    // moving average of a slot's time outside the core call, in seconds
 	waiters  *list.List // of *waiter, oldest first
+	gate     *list.List // of *waiter in Sending, oldest first
 	// The baseline: the lowest latency of the current bucket and of the
 	// one before (0: none yet), and when the current one started.
 	curMin, prevMin float64
@@ -271,8 +280,9 @@ type Limiter struct {
 	// queued is set once a queue was seen (the queue regime, or a
 	// refusal): the start's growth is over.
 	queued bool
-	// refusedCap caps the limit after a refusal (0: none), raised by one
-	// call at refusedRaise.
+	// refusedCap is the core's capacity in calls at the core a refusal
+	// showed (0: none), raised by one call at refusedRaise; the limit's
+	// cap is that many calls in slots (refusedSlotsLocked).
 	refusedCap   float64
 	refusedRaise time.Time
 	lastRefused  time.Time
@@ -289,6 +299,7 @@ type Limiter struct {
 type waiter struct {
 	ready   chan struct{} // closed when granted
 	granted bool          // under mu
+	atCore  int           // a call let go by the gate: its Permit.atCore
 }
 
 // New returns a limiter, or nil when s.Max is 0 (off).
@@ -304,6 +315,7 @@ func New(s Settings) (*Limiter, error) {
 	}
 	now := time.Now()
 	l := &Limiter{
+		now:         time.Now,
 		max:         s.Max,
 		timeout:     s.Timeout,
 		target:      s.Timeout / 2,
@@ -311,6 +323,7 @@ func New(s Settings) (*Limiter, error) {
 		maxWait:     s.MaxWait,
 		fixed:       s.Fixed,
 		waiters:     list.New(),
+		gate:        list.New(),
 		bucketStart: now,
 		rateStart:   now,
 	}
@@ -334,6 +347,66 @@ type Permit struct {
 	// included), for its rate sample and a refusal's cap.
 	admitted time.Time
 	inFlight int
+	// atCore is the calls at the core when this one was sent, itself
+	// included (Sending); 0: not marked. gated is how long Sending made
+	// it wait: neither the core's time nor the relay's overhead.
+	atCore int
+	gated  time.Duration
+}
+
+// Sending marks the call as sent to the core now, after whatever the
+// caller does first with its slot (the claim). A refusal then counts the
+// calls at the core, not the slots, so that the core's capacity is not
+// taken for less than it is. A call never marked counts its slots.
+//
+// Once a core has refused calls, Sending waits (first come, first
+// served) while the core's capacity is taken by calls of ours, at most
+// twice the recent latency (a call at the core ends within one); then the
+// call goes anyway (at worst the core refuses it: an answer, nothing
+// posted).
+// The slots, more than the core's capacity, keep a call ready here for
+// each one that ends, so that the core never waits for our claim.
+func (p *Permit) Sending() {
+	l := p.l
+	if l == nil || p.atCore > 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refusedCap > 0 && (l.atCore >= int(l.refusedCap) || l.gate.Len() > 0) {
+		w := &waiter{ready: make(chan struct{})}
+		e := l.gate.PushBack(w)
+		start := l.now()
+		defer func() { p.gated = l.now().Sub(start) }()
+		wait := max(2*time.Duration(max(l.baseline(), l.latency)*float64(time.Second)), l.maxWait)
+		l.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-w.ready:
+		case <-t.C:
+		}
+		t.Stop()
+		l.mu.Lock()
+		if w.granted {
+			p.atCore = w.atCore
+			return
+		}
+		l.gate.Remove(e)
+	}
+	l.atCore++
+	p.atCore = l.atCore
+}
+
+// openGateLocked lets the oldest calls waiting in Sending go while the
+// core has room.
+func (l *Limiter) openGateLocked() {
+	for l.gate.Len() > 0 && (l.refusedCap == 0 || l.atCore < int(l.refusedCap)) {
+		w := l.gate.Remove(l.gate.Front()).(*waiter)
+		w.granted = true
+		l.atCore++
+		w.atCore = l.atCore
+		close(w.ready)
+	}
 }
 
 // Sample is what a finished call tells the limiter.
@@ -360,8 +433,8 @@ func (l *Limiter) Acquire() (Permit, error) {
 	if l == nil {
 		return Permit{}, nil
 	}
-	start := time.Now()
 	l.mu.Lock()
+	start := l.now()
 	if err := l.deadlineLocked(0); err != nil {
 		l.mu.Unlock()
 		return Permit{}, err
@@ -387,7 +460,7 @@ func (l *Limiter) Acquire() (Permit, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
+	now := l.now()
 	waited := now.Sub(start)
 	if !w.granted {
 		l.waiters.Remove(e)
@@ -415,7 +488,7 @@ func (l *Limiter) waitLocked() time.Duration {
 // call is let through as a probe.
 func (l *Limiter) deadlineLocked(waited time.Duration) error {
 	lat := l.latencyLocked()
-	if l.inFlight == 0 && !l.pause.IsZero() && time.Now().Before(l.pause) {
+	if l.inFlight == 0 && !l.pause.IsZero() && l.now().Before(l.pause) {
 		return &ShedError{Reason: ReasonLimit, Waited: waited, Limit: l.slotsLocked(), Latency: lat}
 	}
 	if l.inFlight == 0 || waited+lat < l.timeout {
@@ -467,15 +540,19 @@ func (p Permit) Done(s Sample, took time.Duration) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
-	held := max(now.Sub(p.admitted), took)
+	now := l.now()
+	held := max(now.Sub(p.admitted)-p.gated, took)
+	if p.atCore > 0 {
+		l.atCore--
+		defer l.openGateLocked() // after a refusal's new cap
+	}
 	switch s {
 	case Answered:
 		l.observeLocked(now, took, held, p.inFlight)
 	case TimedOut:
 		l.observeLocked(now, max(took, l.timeout), max(held, l.timeout), p.inFlight)
 	case Refused:
-		l.refusedLocked(now, p.inFlight)
+		l.refusedLocked(now, cmp.Or(p.atCore, p.inFlight))
 	}
 	l.releaseLocked()
 }
@@ -492,8 +569,8 @@ func (l *Limiter) rateLocked(now time.Time, r float64) {
 // seconds.
 func (l *Limiter) rate() float64 { return max(l.curRate, l.prevRate) }
 
-// refusedLocked caps the limit below the calls in flight when the refused
-// call was sent (inFlight, itself included).
+// refusedLocked caps the limit below the calls at the core when the
+// refused call was sent (inFlight, itself included).
 func (l *Limiter) refusedLocked(now time.Time, inFlight int) {
 	l.queued = true
 	if l.fixed {
@@ -513,8 +590,19 @@ func (l *Limiter) refusedLocked(now time.Time, inFlight int) {
 	}
 	l.lastRefused = now
 	l.refusedRaise = now.Add(max(refusedProbe, time.Duration(10*l.baseline()*float64(time.Second))))
-	l.limit = max(1, min(l.limit, l.refusedCap))
+	l.limit = max(1, min(l.limit, l.refusedSlotsLocked()))
 	l.limitN.Store(int64(l.slotsLocked()))
+}
+
+// refusedSlotsLocked is the slots it takes to keep refusedCap calls at
+// the core (a slot is held for the baseline at the core and the overhead
+// outside it), and one more, so that a call waits ready in Sending.
+func (l *Limiter) refusedSlotsLocked() float64 {
+	perCall := 1.0
+	if base := l.baseline(); base > 0 && l.overhead > 0 {
+		perCall = (base + l.overhead) / base
+	}
+	return math.Ceil(l.refusedCap*perCall) + 1
 }
 
 // observeLocked moves the recent latency and the limit by one call that
@@ -558,8 +646,9 @@ func (l *Limiter) observeLocked(now time.Time, d, held time.Duration, inFlight i
 			l.refusedCap++
 			l.refusedRaise = now.Add(max(refusedProbe, time.Duration(10*base*float64(time.Second))))
 		}
-		ceiling = math.Min(ceiling, l.refusedCap)
-		l.limit = math.Min(l.limit, l.refusedCap)
+		slots := l.refusedSlotsLocked()
+		ceiling = math.Min(ceiling, slots)
+		l.limit = math.Min(l.limit, slots)
 	}
 	inUse := float64(l.inFlight) >= l.limit/2
 	// This call waited in the core's queue: its latency is past half-way

@@ -2,6 +2,7 @@ package admit_test
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -118,8 +119,9 @@ func TestLimitAdapts(t *testing.T) {
 	assert.Equal(t, l.Limit(), 64)
 }
 
-// A call the core refused (503 or 429) while ten were in flight caps the
-// limit below ten: the core served nine at most.
+// A call the core refused (503 or 429) while ten were at the core caps
+// the limit at the nine the core served and one ready to go: the core
+// served nine at most.
 func TestRefusedCapsTheLimit(t *testing.T) {
 	l, err := admit.New(admit.Settings{Max: 64, Initial: 32, Timeout: time.Second})
 	assert.NilError(t, err)
@@ -127,13 +129,14 @@ func TestRefusedCapsTheLimit(t *testing.T) {
 	for i := range ps {
 		ps[i], err = l.Acquire()
 		assert.NilError(t, err)
+		ps[i].Sending()
 	}
 	ps[9].Done(admit.Refused, time.Millisecond)
-	assert.Assert(t, l.Limit() <= 9, "limit %d after a refusal with 10 in flight", l.Limit())
+	assert.Assert(t, l.Limit() <= 10, "limit %d after a refusal with 10 at the core", l.Limit())
 	for _, p := range ps[:9] {
 		p.Done(admit.Answered, time.Millisecond)
 	}
-	assert.Assert(t, l.Limit() <= 9, "limit %d grew past the refusal's cap within a second", l.Limit())
+	assert.Assert(t, l.Limit() <= 10, "limit %d grew past the refusal's cap within a second", l.Limit())
 }
 
 // The start: the limit is Initial, and it grows by no more than what the
@@ -152,4 +155,110 @@ func TestStartGrowsByTheRate(t *testing.T) {
 		p.Done(admit.Answered, 300*time.Millisecond)
 	}
 	assert.Assert(t, l.Limit() > 8 && l.Limit() <= 20, "limit %d", l.Limit())
+}
+
+// A refusing core's capacity is the calls at the core when a call was
+// refused, not the slots: a relay's slot holds the claim's commit before
+// the call, and capping the slots at the core's capacity would leave the
+// core idle for that share of every call. Calls of 10 ms after 3 ms in
+// the claim: a core of 4 takes 4·13/10 slots, and one more waits ready,
+// 7. A call marked at the core as soon as it is admitted (a batch run's)
+// takes 4 and one more.
+func TestRefusedCapCountsCallsAtTheCore(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		claim time.Duration
+		want  int
+	}{
+		{"a relay's slots, 3 ms in the claim", 3 * time.Millisecond, 7},
+		{"calls sent at once", 0, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := admit.New(admit.Settings{Max: 64, Initial: 8, Timeout: time.Second})
+			assert.NilError(t, err)
+			now := time.Now()
+			admit.SetClock(l, func() time.Time { return now })
+			// call runs n calls of 10 ms together, each after the claim;
+			// the last one's answer is refused when refuse.
+			call := func(n int, refuse bool) {
+				ps := make([]admit.Permit, n)
+				for i := range ps {
+					ps[i], err = l.Acquire()
+					assert.NilError(t, err)
+				}
+				now = now.Add(tc.claim)
+				for i := range ps {
+					ps[i].Sending()
+				}
+				now = now.Add(10 * time.Millisecond)
+				if refuse {
+					ps[n-1].Done(admit.Refused, 0)
+					ps = ps[:n-1]
+				}
+				for _, p := range ps {
+					p.Done(admit.Answered, 10*time.Millisecond)
+				}
+			}
+			for range 10 {
+				call(4, false)
+			}
+			assert.Assert(t, l.Limit() > tc.want, "limit %d before any refusal", l.Limit())
+			call(5, true) // five at the core: the fifth refused
+			assert.Equal(t, l.Limit(), tc.want)
+			for range 10 {
+				call(4, false)
+			}
+			assert.Equal(t, l.Limit(), tc.want, "the cap holds within a second")
+		})
+	}
+}
+
+// After a refusal no more calls go to the core than it showed it serves:
+// a call over that waits in Sending until one at the core ends.
+func TestSendingWaitsForTheCore(t *testing.T) {
+	l, err := admit.New(admit.Settings{Max: 64, Initial: 8, Timeout: time.Hour})
+	assert.NilError(t, err)
+	now := time.Now()
+	admit.SetClock(l, func() time.Time { return now })
+	const took = time.Minute // the gate's longest wait: no test waits it out
+	ps := make([]admit.Permit, 3)
+	for i := range ps {
+		ps[i], err = l.Acquire()
+		assert.NilError(t, err)
+		ps[i].Sending()
+	}
+	now = now.Add(took)
+	ps[2].Done(admit.Refused, 0) // three at the core: it serves two
+	for _, p := range ps[:2] {
+		p.Done(admit.Answered, took)
+	}
+	assert.Equal(t, l.Limit(), 3, "two at the core and one ready")
+
+	ps = ps[:3]
+	for i := range ps {
+		ps[i], err = l.Acquire()
+		assert.NilError(t, err)
+	}
+	ps[0].Sending()
+	ps[1].Sending()
+	sent := make(chan struct{})
+	go func() {
+		ps[2].Sending()
+		close(sent)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for admit.GateLen(l) == 0 {
+		assert.Assert(t, time.Now().Before(deadline), "the third call never waited")
+		runtime.Gosched()
+	}
+	select {
+	case <-sent:
+		t.Fatal("a third call went to a core that serves two")
+	default:
+	}
+	ps[0].Done(admit.Answered, took)
+	<-sent
+	ps[1].Done(admit.Answered, took)
+	ps[2].Done(admit.Answered, took)
+	assert.Equal(t, l.InFlight(), 0)
 }

@@ -219,6 +219,7 @@ func (p *pacer) admit(ctx context.Context, withdraw bool) (call, error) {
 		if !p.pace.Yield || lim == nil || lim.InFlight() < lim.Limit() || lim.InFlight() == 0 {
 			permit, err := lim.Acquire()
 			if err == nil {
+				permit.Sending() // the caller calls at once
 				return call{p: p, permit: permit}, nil
 			}
 			if !errors.Is(err, admit.ErrShed) {

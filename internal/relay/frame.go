@@ -195,6 +195,7 @@ func (c *conn) process(st *frameState) []byte {
 	s.at(stageClaimed)
 	st.stage = stageCalling
 	s.at(stageCalling)
+	st.permit.Sending()
 	res, sent := s.callCore(call)
 	c.release(st, s.sample(res, sent), res.Elapsed)
 
