@@ -89,11 +89,13 @@
 // when it was sent, less one (Permit.Sending marks a call as at the
 // core). A slot is held longer than its call (the claim's commit comes
 // first), so C calls at the core take C·(S + overhead)/S slots (Little's
-// law once more), and that is the cap; capping the slots at C itself
-// would leave the core idle for the overhead's share of every call. The
-// cap is raised by one call per second (or per ten baselines, if longer)
-// without a refusal, so that a core that grew is found, at the price of
-// about one refusal a second.
+// law once more), and one more, so that a call is ready to go as soon as
+// one at the core ends; capping the slots at C itself would leave the
+// core idle for the overhead's share of every call. What keeps the core
+// at C is Sending: a call over C waits there, after its claim, for one at
+// the core to end. C is raised by one call per second (or per ten
+// baselines, if longer) without a refusal, so that a core that grew is
+// found, at the price of about one refusal a second.
 //
 // # Admission
 //

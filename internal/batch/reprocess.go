@@ -250,20 +250,12 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 	} else if r.Tx.Settle == generated.SettleByLookup {
 		// The row was selected a page ago: another run or the relay
 		// (the channel's retry) may have re-claimed and sent it since.
-		// Its call is theirs to record, and asking the core about it
-		// while it may be under way there tells nothing.
+		// Its call is theirs to record: both changes below take the row
+		// only as it was selected, so such a row is looked up in vain
+		// and skipped (rare, and cheaper than a read of every row).
 		from := ledger.StateFailed
 		if plant.On(plant.ReprocessReclaimUnknown) {
 			from = row.State // UNKNOWN too: the ledger's re-claim takes it (plant)
-		}
-		cur, err := l.Get(ctx, row.GUID)
-		switch {
-		case errors.Is(err, ledger.ErrNotFound):
-			return outcomeSkipped, nil
-		case err != nil:
-			return "", err
-		case cur.State != from || cur.RspCode != row.RspCode || cur.Attempts != row.Attempts:
-			return outcomeSkipped, nil
 		}
 		rec, fail, err := st.lookUp(ctx, row.GUID, &r)
 		if fail != "" || err != nil {
@@ -291,7 +283,7 @@ func resendRow(ctx context.Context, st *resolveState, row ledger.Row, cfg Reproc
 	if st.pacer.stopping.Load() {
 		return outcomeWithdrawn, nil
 	}
-	attempts, err := l.ReclaimBelow(ctx, row.GUID, cfg.MaxAttempts)
+	attempts, err := l.ReclaimSelected(ctx, row, cfg.MaxAttempts)
 	var uc *ledger.UnconfirmedClaimError
 	switch {
 	case errors.As(err, &uc):

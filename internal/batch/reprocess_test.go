@@ -20,6 +20,7 @@ import (
 	"lhrelay/internal/faultproxy"
 	"lhrelay/internal/generated"
 	"lhrelay/internal/ledger"
+	"lhrelay/internal/outcome"
 	"lhrelay/internal/pgtest"
 	"lhrelay/internal/testkit"
 	"lhrelay/internal/wire"
@@ -247,11 +248,12 @@ func TestReprocessSendsAReadWithoutLookup(t *testing.T) {
 	})
 }
 
-// TestReprocessAsksNothingAboutARowTakenSince: a row the relay re-claimed
-// after reprocess selected it (its call may be at the core right now) is
-// skipped without a lookup: asking the core about a call under way tells
-// nothing.
-func TestReprocessAsksNothingAboutARowTakenSince(t *testing.T) {
+// TestReprocessLeavesARowTakenSince: a row the relay re-claimed after
+// reprocess selected it (its call may be at the core right now) is
+// skipped: not sent, and left as the relay's claim made it. Then the
+// same after the relay's resend came back FAILED/E902: the row looks as
+// selected but for its attempts, and is the relay's too.
+func TestReprocessLeavesARowTakenSince(t *testing.T) {
 	eachStore(t, func(t *testing.T, tl *testLedger) {
 		c := newCore(t)
 		g := tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour)
@@ -260,13 +262,25 @@ func TestReprocessAsksNothingAboutARowTakenSince(t *testing.T) {
 		claim, err := tl.l.Claim(context.Background(), ledger.Request{GUID: g, TxCode: h.TxCode, Frame: frame, Body: frame[generated.HeaderLen:]})
 		assert.NilError(t, err)
 		assert.Equal(t, claim.Outcome, ledger.Owned)
-		requests := c.requests.Load()
+		st := newResolveState(tl.l, c.client(t), nil, time.Now())
+		cfg := ReprocessConfig{MaxAttempts: 5, Now: time.Now()}
 
-		outcome, err := resendRow(context.Background(), newResolveState(tl.l, c.client(t), nil, time.Now()), selected, ReprocessConfig{MaxAttempts: 5, Now: time.Now()})
+		got, err := resendRow(context.Background(), st, selected, cfg)
 		assert.NilError(t, err)
-		assert.Equal(t, outcome, "skipped")
-		assert.Equal(t, c.requests.Load(), requests, "no lookup, no POST")
-		assert.Equal(t, tl.row(g).State, ledger.StateSent)
+		assert.Equal(t, got, "skipped")
+		assert.Equal(t, c.posts.Load(), int64(0), "not sent")
+		row := tl.row(g)
+		assert.Equal(t, row.State, ledger.StateSent)
+		assert.Equal(t, row.Attempts, claim.Attempts)
+
+		assert.NilError(t, tl.l.Finish(context.Background(), g, claim.Attempts, outcome.Answer(nil, &h, generated.SourceConnectFail, ledger.Why{Reason: "test: no connection"}, time.Now())))
+		got, err = resendRow(context.Background(), st, selected, cfg)
+		assert.NilError(t, err)
+		assert.Equal(t, got, "skipped")
+		assert.Equal(t, c.posts.Load(), int64(0), "not sent")
+		row = tl.row(g)
+		assert.Equal(t, row.State, ledger.StateFailed)
+		assert.Equal(t, row.Attempts, claim.Attempts)
 	})
 }
 

@@ -42,6 +42,10 @@ WHERE guid = ? AND (state = 'FAILED') IS TRUE RETURNING attempts, rsp_code`
 	sqlReclaimBelow = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP, claim_token = ?
 WHERE guid = ? AND (state = 'FAILED') IS TRUE AND COALESCE(attempts, 0) < ? RETURNING attempts, rsp_code`
 
+	// sqlReclaimBelow, and only while the row is as it was selected.
+	sqlReclaimSelected = `UPDATE tx SET state = 'SENT', attempts = COALESCE(attempts, 0) + 1, updated_at = CURRENT_TIMESTAMP, claim_token = ?
+WHERE guid = ? AND (state = 'FAILED') IS TRUE AND COALESCE(attempts, 0) < ? AND (rsp_code = ?) IS TRUE AND COALESCE(attempts, 0) = ? RETURNING attempts, rsp_code`
+
 	// A transition. SET expressions see the row as it was, so
 	// prev_rsp_code keeps the rsp_code replaced, and sqlReturnBefore gives
 	// it to the history in the same statement, under the row's lock
@@ -773,7 +777,7 @@ func stateError(tx stmts, guid string, want State, claimAttempts int, detail str
 // confirmed gives an *UnconfirmedClaimError, as Claim does: the caller
 // does not send, and hands it to AbandonUnconfirmed.
 func (l *Ledger) Reclaim(ctx context.Context, guid string) (attempts int, err error) {
-	return l.reclaim(ctx, guid, 0)
+	return l.reclaim(ctx, guid, 0, nil)
 }
 
 // ReclaimBelow is Reclaim that also requires attempts < maxAttempts in the
@@ -784,10 +788,25 @@ func (l *Ledger) ReclaimBelow(ctx context.Context, guid string, maxAttempts int)
 	if maxAttempts <= 0 {
 		return 0, fmt.Errorf("ledger: reclaim %s: maxAttempts %d must be > 0", guid, maxAttempts)
 	}
-	return l.reclaim(ctx, guid, maxAttempts)
+	return l.reclaim(ctx, guid, maxAttempts, nil)
 }
 
-func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int, error) {
+// ReclaimSelected is ReclaimBelow that also requires the row to be as
+// selected was read: the same rsp_code and attempts. A batch run's page
+// is read before its rows are handled, and a row that the relay or
+// another run re-claimed since (even one that came back to FAILED) is
+// theirs: it gives a *StateError matching ErrStateChanged, with no read
+// of its own before.
+func (l *Ledger) ReclaimSelected(ctx context.Context, selected Row, maxAttempts int) (attempts int, err error) {
+	if maxAttempts <= 0 {
+		return 0, fmt.Errorf("ledger: reclaim %s: maxAttempts %d must be > 0", selected.GUID, maxAttempts)
+	}
+	return l.reclaim(ctx, selected.GUID, maxAttempts, &selected)
+}
+
+// reclaim re-claims guid: below maxAttempts when that is above 0, and
+// only while the row is as selected when that is not nil.
+func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int, selected *Row) (int, error) {
 	var a int64
 	token := l.newClaimToken()
 	err := l.st.do(ctx, operation{guid: guid, run: opFunc(func(tx stmts) error {
@@ -795,16 +814,22 @@ func (l *Ledger) reclaim(ctx context.Context, guid string, maxAttempts int) (int
 			n   int64
 			err error
 		)
-		if maxAttempts > 0 {
-			n, err = tx.change(sqlReclaimBelow, []any{token, guid, maxAttempts}, reclaimed(guid, fmt.Sprintf("re-claimed to resend (attempts below %d)", maxAttempts), &a))
-			if err == nil && n == 0 && plant.On(plant.ReprocessReclaimUnknown) {
-				n, err = reclaimUnknownBelow(tx, token, guid, maxAttempts, &a)
-			}
-		} else {
+		below := reclaimed(guid, fmt.Sprintf("re-claimed to resend (attempts below %d)", maxAttempts), &a)
+		limit := fmt.Sprintf("attempts limit %d reached", maxAttempts)
+		switch {
+		case selected != nil:
+			n, err = tx.change(sqlReclaimSelected, []any{token, guid, maxAttempts, selected.RspCode, selected.Attempts}, below)
+			limit = fmt.Sprintf("changed since it was selected (%s, attempts %d), or %s", selected.RspCode, selected.Attempts, limit)
+		case maxAttempts > 0:
+			n, err = tx.change(sqlReclaimBelow, []any{token, guid, maxAttempts}, below)
+		default:
 			n, err = tx.change(sqlReclaim, []any{token, guid}, reclaimed(guid, "re-claimed to resend", &a))
 		}
+		if err == nil && n == 0 && maxAttempts > 0 && plant.On(plant.ReprocessReclaimUnknown) {
+			n, err = reclaimUnknownBelow(tx, token, guid, maxAttempts, &a)
+		}
 		if err == nil && n == 0 {
-			return stateError(tx, guid, StateFailed, 0, fmt.Sprintf("attempts limit %d reached", maxAttempts))
+			return stateError(tx, guid, StateFailed, 0, limit)
 		}
 		return err
 	})})

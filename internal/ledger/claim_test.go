@@ -359,6 +359,51 @@ func testReclaim(t *testing.T, l *Ledger) {
 	assert.Check(t, errors.Is(err, ErrNotFound))
 }
 
+// ReclaimSelected takes a row only as it was selected: a row re-claimed
+// since, even one whose resend came back FAILED/E902, or whose rsp_code
+// changed, is left alone; the row as read is taken, and the limit holds.
+func TestReclaimSelected(t *testing.T) {
+	eachStore(t, testReclaimSelected)
+}
+
+func testReclaimSelected(t *testing.T, l *Ledger) {
+	ctx := context.Background()
+	r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	seed(t, l, r, StateFailed, codeNoConnect)
+	selected, err := l.Get(ctx, r.GUID)
+	assert.NilError(t, err)
+
+	// Another sender re-claims it, and its resend fails to connect again.
+	a, err := l.Reclaim(ctx, r.GUID)
+	assert.NilError(t, err)
+	assert.NilError(t, l.Finish(ctx, r.GUID, a, Outcome{Why: Why{Reason: "test"}, State: StateFailed, RspCode: codeNoConnect}))
+	_, err = l.ReclaimSelected(ctx, selected, 5)
+	assert.Check(t, errors.Is(err, ErrStateChanged), "err %v", err)
+	assert.ErrorContains(t, err, "changed since it was selected")
+	row, err := l.Get(ctx, r.GUID)
+	assert.NilError(t, err)
+	assert.Equal(t, row.State, StateFailed)
+	assert.Equal(t, row.Attempts, a)
+
+	// The row as it is now is taken once, within the limit.
+	_, err = l.ReclaimSelected(ctx, row, row.Attempts)
+	assert.Check(t, errors.Is(err, ErrStateChanged), "at the limit: %v", err)
+	got, err := l.ReclaimSelected(ctx, row, 5)
+	assert.NilError(t, err)
+	assert.Equal(t, got, row.Attempts+1)
+	_, err = l.ReclaimSelected(ctx, row, 5)
+	assert.Check(t, errors.Is(err, ErrStateChanged), "SENT now: %v", err)
+
+	// Another rsp_code with the same attempts is not the row selected.
+	other := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+	seed(t, l, other, StateFailed, codeNoConnect)
+	sel, err := l.Get(ctx, other.GUID)
+	assert.NilError(t, err)
+	sel.RspCode = codeOK
+	_, err = l.ReclaimSelected(ctx, sel, 5)
+	assert.Check(t, errors.Is(err, ErrStateChanged), "err %v", err)
+}
+
 // One op whose statements fail is undone alone; the other ops of the same
 // batch commit (the batch is rolled back and its ops run one by one).
 func TestFailingOpDoesNotSpoilItsBatch(t *testing.T) {
