@@ -365,9 +365,9 @@ type Permit struct {
 // served) while the core's capacity is taken by calls of ours, at most
 // twice the recent latency (a call at the core ends within one); then the
 // call goes anyway (at worst the core refuses it: an answer, nothing
-// posted).
-// The slots, more than the core's capacity, keep a call ready here for
-// each one that ends, so that the core never waits for our claim.
+// posted). The slots, more than the core's capacity, keep a call ready
+// here for each one that ends, so that the core never waits for our
+// claim.
 func (p *Permit) Sending() {
 	l := p.l
 	if l == nil || p.atCore > 0 {
