@@ -64,9 +64,9 @@ WHERE guid = ? AND (state = ?) IS TRUE`
 
 	sqlTransitionOfClaimReturning = sqlTransitionOfClaim + sqlReturnBefore
 
-	// The transition of one claim's row whose rsp_code is still the empty
-	// one the claim's INSERT wrote: when it changes the row, the before
-	// state is known without reading it (dialect.readsBefore).
+	// The transition of a first claim's row whose rsp_code is still the
+	// empty one the claim's INSERT wrote: when it changes the row, the
+	// before state is known without reading it (dialect.readsBefore).
 	sqlTransitionOfFreshClaim = sqlTransitionOfClaim + ` AND rsp_code = ''`
 
 	sqlStateAttemptsOf = `SELECT state, attempts FROM tx WHERE guid = ?`
@@ -671,12 +671,14 @@ func (t *transitionRun) run(tx stmts) error {
 	)
 	args := t.args[:t.nargs]
 	attempts, o := t.attempts, &t.o
-	if attempts > 0 {
-		// Most often the row is as the claim left it (SENT, these
-		// attempts, no response code): then one conditional UPDATE
-		// that requires exactly that both changes it and proves the
-		// entry's before state, with nothing to read or return. It
+	if attempts == 1 {
+		// Most often a first claim's row is as its INSERT left it
+		// (SENT, one attempt, no response code): then one conditional
+		// UPDATE that requires exactly that both changes it and proves
+		// the entry's before state, with nothing to read or return. It
 		// writes nothing otherwise, and the statements below decide.
+		// A re-claimed row keeps the code of the attempt before
+		// (sqlReclaim), so for it this statement would only miss.
 		n, err = tx.changeOne(t.freshQ, args, t.entry(nullInt{Int64: int64(attempts), Valid: true}, nullString{Valid: true}))
 		if err != nil {
 			return fmt.Errorf("update: %w", err)

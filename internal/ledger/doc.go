@@ -365,7 +365,10 @@
 //
 // On PostgreSQL updated_at is a timestamptz (CURRENT_TIMESTAMP, with
 // microseconds). On SQLite it is datetime('now') text, 'YYYY-MM-DD
-// HH:MM:SS' in UTC, so comparisons are text comparisons at whole seconds.
+// HH:MM:SS' in UTC, so comparisons are text comparisons at whole seconds,
+// and an age is rounded up: a row stamped second S is at least age old only
+// once the second of now - age is past S (a second late at most, never
+// early).
 // Filter.UpdatedBefore, an absolute instant, remains for tools and tests
 // that list rows around a known time.
 //

@@ -392,3 +392,47 @@ func TestScanByFirstClaimUsesTheIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestOlderThanNeverEarly: a row is selected by its age (resolve's
+// --min-age and --stale-sent, the relay's settling) only once it is at
+// least that old by the database's clock, whatever instant of a second it
+// was changed at: SQLite's updated_at keeps whole seconds, so its age is
+// rounded up, never down. A claim late in a second, selected for an age
+// of 100 ms, must wait for the second after it.
+func TestOlderThanNeverEarly(t *testing.T) {
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		ctx := context.Background()
+		const age = 100 * time.Millisecond
+		for _, phase := range []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 850 * time.Millisecond} {
+			// The claim at phase into a second (choosing an instant,
+			// not waiting on anything).
+			now := time.Now()
+			at := now.Truncate(time.Second).Add(phase)
+			if !at.After(now) {
+				at = at.Add(time.Second)
+			}
+			time.Sleep(time.Until(at))
+			r := request(txTransfer, testkit.GUID(), sentAt1, bodyA)
+			claimed := time.Now()
+			seed(t, l, r, StateSent, "")
+			f := Filter{States: []State{StateSent}, OlderThan: age, GUIDs: []string{r.GUID}}
+			tick := time.NewTicker(5 * time.Millisecond)
+			deadline := time.After(5 * time.Second)
+			for selected := false; !selected; {
+				rows, err := l.List(ctx, f)
+				assert.NilError(t, err)
+				// The row's age at the List is at most this.
+				oldest := time.Since(claimed)
+				if selected = len(rows) == 1; selected {
+					assert.Assert(t, oldest >= age, "claimed %v into a second, selected for an age of %v when at most %v old", phase, age, oldest)
+				}
+				select {
+				case <-tick.C:
+				case <-deadline:
+					t.Fatalf("claimed %v into a second: not selected for an age of %v within 5 s", phase, age)
+				}
+			}
+			tick.Stop()
+		}
+	})
+}

@@ -311,6 +311,12 @@ func (f Filter) clauses(d *dialect) (where []string, args []any, err error) {
 		where = append(where, "tx_code = ?")
 		args = append(args, f.TxCode)
 	}
+	if len(f.GUIDs) > 0 {
+		where = append(where, "guid IN ("+strings.Repeat("?,", len(f.GUIDs)-1)+"?)")
+		for _, g := range f.GUIDs {
+			args = append(args, g)
+		}
+	}
 	if f.MaxAttempts > 0 {
 		where = append(where, "COALESCE(attempts, 0) < ?")
 		args = append(args, f.MaxAttempts)

@@ -227,7 +227,12 @@ var sqliteDialect = &dialect{
 	timeArg:    func(t time.Time) any { return formatTime(t) },
 	atOrBefore: func(t time.Time) (string, any) { return "updated_at <= ?", formatTime(t) },
 	// datetime('now', '-N seconds') is the same text form as updated_at.
-	olderThan:         func(age time.Duration) (string, any) { return "updated_at <= datetime('now', ?)", sqliteAgo(age) },
+	// updated_at holds whole seconds (SPEC 6): a row stamped second S was
+	// changed at some instant in [S, S+1), so only S < the second of
+	// now - age shows an age of at least age; S equal to it would settle
+	// a row up to a second younger than --min-age or --stale-sent. Rounding
+	// up, a row is settled up to a second late, never early.
+	olderThan:         func(age time.Duration) (string, any) { return "updated_at < datetime('now', ?)", sqliteAgo(age) },
 	strictlyOlderThan: func(age time.Duration) (string, any) { return "updated_at < datetime('now', ?)", sqliteAgo(age) },
 	atArg:             func(t time.Time) any { return t.UTC().Format(atLayout) },
 	// strftime's %f has milliseconds, at microseconds: the text

@@ -180,6 +180,8 @@ type Filter struct {
 	RspCode string
 	// TxCode: rows of exactly this TX_CODE (empty: any).
 	TxCode string
+	// GUIDs: only the rows of these GUIDs (empty: any).
+	GUIDs []string
 	// MaxAttempts: when > 0, rows with attempts < MaxAttempts (a row with
 	// attempts == MaxAttempts is excluded).
 	MaxAttempts int
