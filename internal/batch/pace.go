@@ -81,7 +81,7 @@ type pacer struct {
 	start time.Time
 	begun int // rows handed to workers, for the rate
 
-	// stopping: no new row is begun (reprocess reached a row the core
+	// stopping: no new row is begun (the run reached a row the core
 	// could not be reached for, the ledger failed, or ctx ended).
 	stopping atomic.Bool
 
@@ -92,6 +92,17 @@ type pacer struct {
 	window   int           // rows that may be in flight now
 	ended    chan struct{} // closed (and replaced) whenever a row or a call of the run ends
 	err      error         // the first error that stopped the run (the ledger's)
+	halt     *halt         // the row the run stopped at because the core could not be reached
+	unusable *halt         // the first row whose lookup the core answered with nothing usable
+}
+
+// halt is the first row of a run that the core could not be reached for:
+// the run stopped there (SPEC 7).
+type halt struct {
+	row ledger.Row
+	// lookupErr is the error of the row's lookup, when that failed; nil
+	// when the lookup (if any) answered and the resend could not connect.
+	lookupErr error
 }
 
 func newPacer(p Pace) *pacer {
@@ -190,6 +201,46 @@ func (p *pacer) stop(err error) {
 	}
 }
 
+// haltAt stops the run at row, which the core could not be reached for:
+// no new row is begun, and the rows in flight finish. The first such row
+// is the one the run reports (halted).
+func (p *pacer) haltAt(row ledger.Row, lookupErr error) {
+	p.mu.Lock()
+	if p.halt == nil {
+		p.halt = &halt{row: row, lookupErr: lookupErr}
+	}
+	p.mu.Unlock()
+	p.stop(nil)
+}
+
+// unsettled records row, whose lookup the core answered with nothing that
+// settles it (corecall.ErrUnusableAnswer): the row is unchanged and, the
+// core being there, the run goes on. The first such row is the one the run
+// reports (firstUnusable).
+func (p *pacer) unsettled(row ledger.Row, lookupErr error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.unusable == nil {
+		p.unusable = &halt{row: row, lookupErr: lookupErr}
+	}
+}
+
+// firstUnusable is the first row unsettled recorded, nil if none; read
+// after wait.
+func (p *pacer) firstUnusable() *halt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unusable
+}
+
+// halted is the row the run stopped at, nil if it did not; read after
+// wait.
+func (p *pacer) halted() *halt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.halt
+}
+
 // callEnded wakes the calls waiting to be admitted.
 func (p *pacer) callEnded() {
 	p.mu.Lock()
@@ -264,7 +315,7 @@ func (c call) done(s admit.Sample, took time.Duration) {
 // failure says nothing the limiter can use.
 func lookupSample(err error, took time.Duration) admit.Sample {
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, corecall.ErrUnusableAnswer):
 		return admit.Answered
 	case errors.Is(err, context.DeadlineExceeded):
 		return admit.TimedOut

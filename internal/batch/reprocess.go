@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"lhrelay/internal/corecall"
@@ -60,8 +59,12 @@ type ReprocessConfig struct {
 //
 // A row the relay (or another run) re-claimed first is counted "skipped".
 // Rows go oldest first by their first claim, many at a time (cfg.Pace).
-// When the core cannot be reached for a row (its lookup gets no usable
-// answer, or its resend is E902 again), the run stops there: it begins no
+// A row whose lookup the core answers with nothing that settles it (a
+// status other than 200, 404 or one saying the core is unavailable, or a
+// body about another GUID: corecall.ErrUnusableAnswer) is not sent and
+// stays unchanged, and the run goes on; it ends matching
+// ErrCoreUnreachable. When the core cannot be reached for a row (its
+// lookup gets no answer, or its resend is E902 again), the run stops there: it begins no
 // new row, and a row begun but not yet re-claimed is given up unchanged;
 // the rows already re-claimed finish by the rules of one row (sent, and
 // recorded as the relay records a call: E902 if it could not connect,
@@ -110,9 +113,6 @@ func Reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 
 // Outcomes of reprocess's summary besides the response codes recorded.
 const (
-	// outcomeNotTried: selected rows left untouched because the run
-	// stopped at a row the core could not be reached for.
-	outcomeNotTried = "not_tried"
 	// outcomeExhausted: FAILED/E902 rows with no attempts left.
 	outcomeExhausted = "exhausted"
 	// OutcomePostedAlready: rows the core's lookup showed posted, settled
@@ -150,20 +150,6 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 	st := newResolveState(l, core, cfg.Guard, cfg.Now)
 	st.log, st.pacer, st.withdraw = log, p, true
 	pr := &progress{fn: cfg.Progress, total: total, s: s}
-	var (
-		mu        sync.Mutex
-		stopped   bool
-		stoppedAt ledger.Row // the first row the core could not be reached for
-		lookupErr error      // its lookup's, if that stopped the run
-	)
-	stopAt := func(row ledger.Row, lerr error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			stopped, stoppedAt, lookupErr = true, row, lerr
-		}
-		p.stop(nil)
-	}
 	err = runScans(ctx, l, p, []ledger.Filter{f}, func(row ledger.Row) {
 		if p.stopping.Load() {
 			return // begun as the run stopped: not tried
@@ -178,9 +164,13 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 		}
 		pr.row()
 		switch {
+		case outcome == outcomeUnreachable && errors.Is(err, corecall.ErrUnusableAnswer):
+			log.Warn("lookup before the resend answered nothing that settles the row; row unchanged, not sent", "guid", row.GUID, "err", err)
+			p.unsettled(row, err)
+			return
 		case outcome == outcomeUnreachable || outcome == OutcomeUnverified:
 			log.Warn("lookup before the resend settled nothing; row unchanged, run stopped", "guid", row.GUID, "err", err)
-			stopAt(row, err)
+			p.haltAt(row, err)
 			return
 		case err != nil:
 			p.stop(fmt.Errorf("%s: %w", row.GUID, err))
@@ -191,22 +181,25 @@ func reprocess(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg
 		}
 		log.Info("row resent", "guid", row.GUID, "outcome", outcome)
 		if outcome == string(generated.SourceConnectFail.Code()) {
-			stopAt(row, nil)
+			p.haltAt(row, nil)
 		}
 	})
 	pr.end()
 	if err != nil {
 		return fmt.Errorf("reprocess: %w", err)
 	}
-	if stopped {
+	if h := p.halted(); h != nil {
 		notTried := max(total-s.Count("selected"), 0)
 		s.AddN(outcomeNotTried, notTried)
-		if lookupErr != nil {
+		if h.lookupErr != nil {
 			return fmt.Errorf("%w: stopped at %s, whose lookup could not tell whether the core posted it, so it was not sent and is unchanged (%w); %d other selected rows were not tried and are unchanged",
-				ErrCoreUnreachable, stoppedAt.GUID, lookupErr, notTried)
+				ErrCoreUnreachable, h.row.GUID, h.lookupErr, notTried)
 		}
 		return fmt.Errorf("%w: stopped at %s, whose resend could not reach it (it spent attempt %d of at most %d and stays FAILED %s); %d other selected rows were not tried and are unchanged",
-			ErrCoreUnreachable, stoppedAt.GUID, stoppedAt.Attempts+1, cfg.MaxAttempts, generated.SourceConnectFail.Code(), notTried)
+			ErrCoreUnreachable, h.row.GUID, h.row.Attempts+1, cfg.MaxAttempts, generated.SourceConnectFail.Code(), notTried)
+	}
+	if u := p.firstUnusable(); u != nil {
+		return unusableErr(u, s.Count(outcomeUnreachable))
 	}
 	return nil
 }

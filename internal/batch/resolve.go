@@ -51,7 +51,16 @@ type ResolveConfig struct {
 //     body the core returned, so a retry of the GUID replays it. 404:
 //     never posted; the row becomes FAILED with E902, which makes it safe
 //     to resend. Anything else: the row is left unchanged (counted
-//     "unreachable") and the run ends with ErrCoreUnreachable.
+//     "unreachable"). When the core could not be reached (no answer, or
+//     a status saying it is unavailable), the run stops there as
+//     reprocess does: it begins no new row, lets the rows in flight
+//     finish, counts the rest "not_tried" (unchanged) and ends with
+//     ErrCoreUnreachable; looking up the rest of an outage's rows in a
+//     core that is not there would only wait out a timeout per row. When
+//     the core answered, but with nothing that settles the row (another
+//     status, a body about another GUID: corecall.ErrUnusableAnswer),
+//     the run goes on, so that one row the core answers wrongly cannot
+//     hold every row behind it, and ends with ErrCoreUnreachable too.
 //   - A transaction declared "lookup none" (a read) becomes FAILED E902
 //     without a core call: sending it again is harmless.
 //   - A row whose TX_CODE this binary does not know (written by a newer
@@ -60,8 +69,7 @@ type ResolveConfig struct {
 //
 // Each transition is conditional on the state the row was selected in: a
 // row the relay settled in the meantime is counted "skipped". Rows go
-// oldest first by their first claim, many at a time (cfg.Pace); a lookup
-// that fails leaves its row unchanged and the run goes on with the rest.
+// oldest first by their first claim, many at a time (cfg.Pace).
 func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg ResolveConfig) (*Summary, error) {
 	s := NewSummary("resolve", append([]string{"selected"}, ResolveOutcomes...)...)
 	log := cfg.Log
@@ -71,9 +79,9 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	// Ages by the database's clock, the one that stamped updated_at
 	// (SPEC 6a): a host whose clock runs ahead must not look up a call
 	// still under way.
-	selections := []ledger.Filter{{States: []ledger.State{ledger.StateUnknown}, OlderThan: cfg.MinAge}}
+	selections := []ledger.Filter{{States: []ledger.State{ledger.StateUnknown}, OlderThan: cfg.MinAge, GUIDs: cfg.GUIDs}}
 	if cfg.StaleSent > 0 {
-		selections = append(selections, ledger.Filter{States: []ledger.State{ledger.StateSent}, OlderThan: cfg.StaleSent})
+		selections = append(selections, ledger.Filter{States: []ledger.State{ledger.StateSent}, OlderThan: cfg.StaleSent, GUIDs: cfg.GUIDs})
 	}
 	if plant.On(plant.SettleClockAhead) {
 		for i := range selections {
@@ -87,18 +95,17 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	}
 	p := newPacer(cfg.Pace)
 	st := newResolveState(l, core, cfg.Guard, cfg.Now)
-	st.log, st.pacer = log, p
-	only := map[string]bool{}
-	for _, g := range cfg.GUIDs {
-		only[g] = true
-	}
+	st.log, st.pacer, st.withdraw = log, p, true
 	pr := &progress{fn: cfg.Progress, total: total, s: s}
 	err = runScans(ctx, l, p, selections, func(row ledger.Row) {
-		if len(only) > 0 && !only[row.GUID] {
-			return
+		if p.stopping.Load() {
+			return // begun as the run stopped: not tried
+		}
+		outcome, err := st.resolveRow(ctx, row)
+		if outcome == outcomeWithdrawn {
+			return // the run stopped before it changed anything: not tried
 		}
 		s.Add("selected")
-		outcome, err := st.resolveRow(ctx, row)
 		if outcome != "" { // "" comes with the ledger's error, which stops the run
 			s.Add(outcome)
 		}
@@ -106,8 +113,12 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 		switch {
 		case outcome == OutcomeUnverified:
 			log.Warn("lookup answered 404, which is not trusted; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
+		case outcome == outcomeUnreachable && errors.Is(err, corecall.ErrUnusableAnswer):
+			log.Warn("core's lookup answer settles nothing; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
+			p.unsettled(row, err)
 		case outcome == outcomeUnreachable:
-			log.Warn("core lookup failed; row unchanged", "guid", row.GUID, "state", row.State, "err", err)
+			log.Warn("core lookup failed; row unchanged, run stopped", "guid", row.GUID, "state", row.State, "err", err)
+			p.haltAt(row, err)
 		case outcome == outcomeUnknownTx || outcome == outcomeUndecodable:
 			log.Warn("stored request not settled by this binary; row unchanged", "guid", row.GUID, "state", row.State, "tx", row.TxCode, "err", err)
 		case err != nil:
@@ -120,13 +131,30 @@ func Resolve(ctx context.Context, l *ledger.Ledger, core *corecall.Client, cfg R
 	if err != nil {
 		return s, fmt.Errorf("resolve: %w", err)
 	}
+	h := p.halted()
+	if h != nil {
+		s.AddN(outcomeNotTried, max(total-s.Count("selected"), 0))
+	}
 	if n := s.Count(OutcomeUnverified); n > 0 {
 		return s, fmt.Errorf("resolve: %d rows unchanged: %w", n, st.firstRefusal)
 	}
-	if n := s.Count(outcomeUnreachable); n > 0 {
-		return s, fmt.Errorf("%w for %d rows (or answered unusably); they are unchanged: run resolve again later", ErrCoreUnreachable, n)
+	if h != nil {
+		return s, fmt.Errorf("%w: stopped at %s, whose lookup settled nothing (%w); %d rows are unchanged for want of an answer and %d other selected rows were not tried: run resolve again later",
+			ErrCoreUnreachable, h.row.GUID, h.lookupErr, s.Count(outcomeUnreachable), s.Count(outcomeNotTried))
+	}
+	if u := p.firstUnusable(); u != nil {
+		return s, unusableErr(u, s.Count(outcomeUnreachable))
 	}
 	return s, nil
+}
+
+// unusableErr is the error of a run that went through its rows but left n
+// unchanged because the core answered their lookups with nothing usable,
+// the first of them u: it matches ErrCoreUnreachable, since those rows
+// wait for the core as an unreachable core's do (SPEC 7: exit 1).
+func unusableErr(u *halt, n int) error {
+	return fmt.Errorf("%w for %d rows, which are unchanged: the core answered their lookups with nothing that settles them (the first, %s: %w); run again later",
+		ErrCoreUnreachable, n, u.row.GUID, u.lookupErr)
 }
 
 // resolveRow settles one row. It returns the outcome counted in the
@@ -275,6 +303,10 @@ const (
 	// outcomeSkipped: another process changed the row after it was
 	// selected; it is left to them.
 	outcomeSkipped = "skipped"
+	// outcomeNotTried: selected rows left untouched because the run
+	// stopped at a row the core could not be reached for. Always in
+	// reprocess's summary; in resolve's when the run stopped.
+	outcomeNotTried = "not_tried"
 )
 
 // outcomeWithdrawn is a row that the run, stopping, gave up before it

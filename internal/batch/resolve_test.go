@@ -37,6 +37,9 @@ type core struct {
 	before   atomic.Pointer[func(http.ResponseWriter, *http.Request)]
 	// notFound, when set, serves in the simulator's place (answer404).
 	notFound atomic.Pointer[http.Handler]
+	// serve, when set, answers the requests it returns true for in the
+	// simulator's place.
+	serve atomic.Pointer[func(http.ResponseWriter, *http.Request) bool]
 }
 
 func newCore(t *testing.T) *core {
@@ -50,6 +53,9 @@ func newCore(t *testing.T) *core {
 		c.requests.Add(1)
 		if f := c.before.Load(); f != nil {
 			(*f)(w, r)
+		}
+		if f := c.serve.Load(); f != nil && (*f)(w, r) {
+			return
 		}
 		if r.Method == http.MethodGet && c.failLookups.Load() {
 			http.Error(w, "maintenance", http.StatusServiceUnavailable)
@@ -218,13 +224,24 @@ func TestResolveLeavesRowsWhenCoreUnreachable(t *testing.T) {
 }
 
 func testResolveLeavesRowsWhenCoreUnreachable(t *testing.T, tl *testLedger) {
-	g := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
-	before := tl.row(g)
+	const n = 5
+	var guids []string
+	before := map[string]ledger.Row{}
+	for range n {
+		g := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour)
+		guids = append(guids, g)
+		before[g] = tl.row(g)
+	}
 	s, err := Resolve(context.Background(), tl.l, closedCore(t), ResolveConfig{MinAge: time.Minute, Now: time.Now()})
 	assert.ErrorIs(t, err, ErrCoreUnreachable)
-	assert.Equal(t, s.Count("unreachable"), 1)
-	after := tl.row(g)
-	assert.DeepEqual(t, after, before)
+	// The run stops at the first row it could not settle: the first row
+	// goes alone (the pacer's slow start), so the rest are not tried.
+	assert.Equal(t, s.Count("unreachable"), 1, s.String())
+	assert.Equal(t, s.Count("not_tried"), n-1, s.String())
+	for _, g := range guids {
+		assert.DeepEqual(t, tl.row(g), before[g])
+	}
+	g := guids[0]
 
 	// A core that answers, but not 200 or 404, leaves the row too.
 	c := newCore(t)
@@ -435,4 +452,84 @@ func testResolveByEachTransactionsOwnRule(t *testing.T, tl *testLedger) {
 	assert.DeepEqual(t, tl.row(newer), before)
 	assert.Assert(t, is.Contains(log.String(), "guid="+newer))
 	assert.Assert(t, is.Contains(log.String(), "row unchanged"))
+}
+
+// TestUnusableLookupAnswerHoldsOnlyItsRow: a core that answers one row's
+// lookup whole but with nothing that settles it (a 500, a 400, a 200 about
+// another GUID, a body that is not JSON) is there: resolve and reprocess
+// leave that row unchanged (reprocess sends nothing for it) and go on with
+// the rest, oldest first, so one row cannot hold an outage's rows behind
+// it; the run ends as for rows the core could not be reached for (exit 1),
+// naming the row.
+func TestUnusableLookupAnswerHoldsOnlyItsRow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(w http.ResponseWriter, r *http.Request, c *core, other string)
+	}{
+		{"500", func(w http.ResponseWriter, _ *http.Request, _ *core, _ string) {
+			http.Error(w, "oops", http.StatusInternalServerError)
+		}},
+		{"400", func(w http.ResponseWriter, _ *http.Request, _ *core, _ string) {
+			http.Error(w, "bad", http.StatusBadRequest)
+		}},
+		{"not JSON", func(w http.ResponseWriter, _ *http.Request, _ *core, _ string) { _, _ = w.Write([]byte("<html>")) }},
+		{"200 about another GUID", func(w http.ResponseWriter, r *http.Request, c *core, other string) {
+			// The simulator's own answer to the lookup of a posted
+			// transfer, asked about another GUID.
+			odd := r.Header.Get("X-GUID")
+			r.URL.Path = strings.ReplaceAll(r.URL.Path, odd, other)
+			r.Header.Set("X-GUID", other)
+			c.sim.ServeHTTP(w, r)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachStore(t, func(t *testing.T, tl *testLedger) {
+				ctx := context.Background()
+				c := newCore(t)
+				// The odd row is the oldest: the first one either run takes.
+				odd := tl.seed(ledger.StateUnknown, generated.RspReadTimeout, 3*time.Hour)
+				oddFailed := tl.seed(ledger.StateFailed, generated.RspConnectFail, 3*time.Hour)
+				var unknown, failed []string
+				for range 4 {
+					unknown = append(unknown, tl.seed(ledger.StateUnknown, generated.RspReadTimeout, time.Hour))
+					failed = append(failed, tl.seed(ledger.StateFailed, generated.RspConnectFail, time.Hour))
+				}
+				c.post(t, tl, unknown[0])
+				before := map[string]ledger.Row{odd: tl.row(odd), oddFailed: tl.row(oddFailed)}
+				serve := func(w http.ResponseWriter, r *http.Request) bool {
+					g := r.Header.Get("X-GUID")
+					if r.Method != http.MethodGet || (g != odd && g != oddFailed) {
+						return false
+					}
+					tc.answer(w, r, c, unknown[0])
+					return true
+				}
+				c.serve.Store(&serve)
+
+				posts := c.posts.Load()
+				s, err := Reprocess(ctx, tl.l, c.client(t), ReprocessConfig{MaxAttempts: 3, Now: time.Now()})
+				assert.ErrorIs(t, err, ErrCoreUnreachable)
+				assert.ErrorContains(t, err, oddFailed)
+				assert.Equal(t, s.Count("unreachable"), 1, s.String())
+				assert.Equal(t, s.Count(string(generated.RspHTTP200)), 4, s.String())
+				assert.Equal(t, s.Count("not_tried"), 0, s.String())
+				assert.DeepEqual(t, tl.row(oddFailed), before[oddFailed])
+				assert.Equal(t, c.sim.PostCount(oddFailed), 0)
+				for _, g := range failed {
+					assert.Equal(t, c.sim.PostCount(g), 1, g)
+				}
+				assert.Equal(t, c.posts.Load()-posts, int64(len(failed)))
+
+				s, err = Resolve(ctx, tl.l, c.client(t), ResolveConfig{MinAge: time.Minute, Now: time.Now(), GUIDs: append([]string{odd}, unknown...)})
+				assert.ErrorIs(t, err, ErrCoreUnreachable)
+				assert.ErrorContains(t, err, "for 1 rows, which are unchanged")
+				assert.ErrorContains(t, err, odd)
+				assert.Equal(t, s.String(), "resolve: selected=5 done=1 failed=3 unreachable=1 skipped=0 unknown_tx=0 undecodable=0")
+				assert.DeepEqual(t, tl.row(odd), before[odd])
+				for _, g := range unknown {
+					assert.Assert(t, tl.row(g).State != ledger.StateUnknown, g)
+				}
+			})
+		})
+	}
 }

@@ -3,6 +3,7 @@ package corecall_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -497,21 +498,29 @@ func TestLookupNone(t *testing.T) {
 	assert.Equal(t, core.count(), 0)
 }
 
+// TestLookupErrors: every answer that settles nothing is an error; one the
+// core gave whole about the request (a status that does not say the core
+// is unavailable, a body that does not fit or is about another GUID) is
+// marked ErrUnusableAnswer, so that a batch run goes on past its row, and
+// no answer at all, or a status saying the core is unavailable, is not.
 func TestLookupErrors(t *testing.T) {
 	core, srv := startSteerable(t)
 	c := newClient(t, corecall.Config{BaseURL: srv.URL})
 	for _, tc := range []struct {
-		name   string
-		answer http.HandlerFunc
-		want   string
+		name     string
+		answer   http.HandlerFunc
+		want     string
+		unusable bool
 	}{
-		{"500", reply(500, ``), "HTTP 500"},
-		{"garbage", reply(200, `{`), "undecodable"},
-		{"too long", reply(200, `{"guid":"`+guid+`","txId":"T0000000000000001X","balance":1,"postedAt":"20261129103000"}`), "does not fit"},
-		{"other guid", reply(200, `{"guid":"ffffffffffffffffffffffffffffffff","txId":"T1","balance":1,"postedAt":"20261129103000"}`), `not about GUID ` + guid + ` (guid "ffff`},
-		{"no guid", reply(200, `{"txId":"T1","balance":1,"postedAt":"20261129103000"}`), "(guid missing)"},
-		{"403", reply(403, ``), "HTTP 403"},
-		{"dropped", hijackClose, "lookup"},
+		{"500", reply(500, ``), "HTTP 500", true},
+		{"garbage", reply(200, `{`), "undecodable", true},
+		{"too long", reply(200, `{"guid":"`+guid+`","txId":"T0000000000000001X","balance":1,"postedAt":"20261129103000"}`), "does not fit", true},
+		{"other guid", reply(200, `{"guid":"ffffffffffffffffffffffffffffffff","txId":"T1","balance":1,"postedAt":"20261129103000"}`), `not about GUID ` + guid + ` (guid "ffff`, true},
+		{"no guid", reply(200, `{"txId":"T1","balance":1,"postedAt":"20261129103000"}`), "(guid missing)", true},
+		{"403", reply(403, ``), "HTTP 403", true},
+		{"503", reply(503, `maintenance`), "HTTP 503", false},
+		{"504", reply(504, ``), "HTTP 504", false},
+		{"dropped", hijackClose, "lookup", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			core.mu.Lock()
@@ -520,6 +529,7 @@ func TestLookupErrors(t *testing.T) {
 			found, err := c.Lookup(context.Background(), bktr(t), guid, transfer("rent"))
 			assert.Assert(t, !found.Posted)
 			assert.ErrorContains(t, err, tc.want)
+			assert.Equal(t, errors.Is(err, corecall.ErrUnusableAnswer), tc.unusable, "%v", err)
 		})
 	}
 	got := core.last()
@@ -529,6 +539,27 @@ func TestLookupErrors(t *testing.T) {
 	c = newClient(t, corecall.Config{BaseURL: testkit.ClosedURL(t)})
 	_, err := c.Lookup(context.Background(), bktr(t), guid, transfer("rent"))
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.Assert(t, !errors.Is(err, corecall.ErrUnusableAnswer))
+}
+
+// TestLookupStatusClasses: every registered status besides 200 and 404 is
+// an error, marked ErrUnusableAnswer unless it says the core (not the one
+// request) cannot be served now: 429, 502, 503, 504.
+func TestLookupStatusClasses(t *testing.T) {
+	core, srv := startSteerable(t)
+	c := newClient(t, corecall.Config{BaseURL: srv.URL})
+	unavailable := map[int]bool{429: true, 502: true, 503: true, 504: true}
+	for status := 200; status < 600; status++ {
+		if http.StatusText(status) == "" || status == http.StatusOK || status == http.StatusNotFound {
+			continue
+		}
+		core.mu.Lock()
+		core.answer = reply(status, ``)
+		core.mu.Unlock()
+		_, err := c.Lookup(context.Background(), bktr(t), guid, transfer("rent"))
+		assert.Assert(t, err != nil, "HTTP %d", status)
+		assert.Equal(t, errors.Is(err, corecall.ErrUnusableAnswer), !unavailable[status], "HTTP %d: %v", status, err)
+	}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {

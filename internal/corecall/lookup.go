@@ -2,6 +2,7 @@ package corecall
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -46,12 +47,14 @@ func (c *Client) Lookup(ctx context.Context, tx *generated.Transaction, guid str
 	if res.err != nil {
 		return fail("%w", res.err)
 	}
-	switch res.resp.status {
-	case http.StatusOK:
-	case http.StatusNotFound:
+	switch st := res.resp.status; {
+	case st == http.StatusOK:
+	case st == http.StatusNotFound:
 		return Lookup{Status: http.StatusNotFound, Elapsed: took}, nil
+	case unavailable(st):
+		return fail("core answered HTTP %d", st)
 	default:
-		return fail("core answered HTTP %d", res.resp.status)
+		return fail("%w: HTTP %d", ErrUnusableAnswer, st)
 	}
 	if res.resp.bodyErr != nil {
 		return fail("reading the answer: %v", res.resp.bodyErr)
@@ -59,13 +62,32 @@ func (c *Client) Lookup(ctx context.Context, tx *generated.Transaction, guid str
 	// The answer must say which request it is about: one about another
 	// GUID, or about none, must not settle this one.
 	if err := aboutGUID(res.resp.body, guid); err != nil && !plant.On(plant.LookupOtherGUID) {
-		return fail("%v", err)
+		return fail("%w: %v", ErrUnusableAnswer, err)
 	}
 	body := tx.NewResponse()
 	if err := decodeSuccess(body, res.resp.body); err != nil {
-		return fail("%v", err)
+		return fail("%w: %v", ErrUnusableAnswer, err)
 	}
 	return Lookup{Posted: true, Body: body, Status: http.StatusOK, Elapsed: took}, nil
+}
+
+// ErrUnusableAnswer marks a lookup the core answered whole with something
+// that settles nothing: a status other than 200 and 404 that does not say
+// the core is unavailable, or a 200 that does not fit the response layout or
+// is about another GUID. The core was reached and is answering; only this
+// row's answer is wrong, so a batch run leaves the row unchanged and goes
+// on with the next (a run stops only at a core it cannot reach).
+var ErrUnusableAnswer = errors.New("the core's answer settles nothing")
+
+// unavailable reports whether an HTTP status says the core, not the one
+// request, cannot be served now: too many requests, or a gateway or the
+// core itself saying it is down or overloaded.
+func unavailable(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 func quoteOrMissing(s *string) string {

@@ -70,8 +70,9 @@ func BenchmarkBatchOutage(b *testing.B) {
 					resolveRate := float64(n) / r2.elapsed.Seconds()
 					b.ReportMetric(reprocessRate, "reprocess-rows/s")
 					b.ReportMetric(resolveRate, "resolve-rows/s")
-					b.Logf("%s %s, %d rows: reprocess %.0f rows/s (%v, peak RSS %d KiB), resolve %.0f rows/s (%v, peak RSS %d KiB)",
-						s.Name, im.name, n, reprocessRate, r.elapsed.Round(time.Millisecond), r.maxRSS, resolveRate, r2.elapsed.Round(time.Millisecond), r2.maxRSS)
+					b.Logf("%s %s, %d rows: reprocess %.0f rows/s (%v, CPU %v, peak RSS %d KiB), resolve %.0f rows/s (%v, CPU %v, peak RSS %d KiB)",
+						s.Name, im.name, n, reprocessRate, r.elapsed.Round(time.Millisecond), r.cpu.Round(time.Millisecond), r.maxRSS,
+						resolveRate, r2.elapsed.Round(time.Millisecond), r2.cpu.Round(time.Millisecond), r2.maxRSS)
 				})
 			}
 		}

@@ -53,6 +53,7 @@ type batchRun struct {
 	stderr  string
 	elapsed time.Duration // from start to exit
 	maxRSS  int64         // peak resident set (VmHWM), in KiB, read every 20 ms
+	cpu     time.Duration // the processor time it used, user and system
 }
 
 // runBatch runs the batch binary name with args and waits (up to ten
@@ -103,6 +104,9 @@ func runBatchBin(t testing.TB, bin string, args ...string) batchRun {
 	}
 	r := batchRun{out: string(bytes.TrimSpace(stdout.Bytes())), stderr: stderr.String(), counts: map[string]int{}, elapsed: time.Since(start)}
 	r.maxRSS = <-hwm
+	if ps := cmd.ProcessState; ps != nil {
+		r.cpu = ps.UserTime() + ps.SystemTime()
+	}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
@@ -180,6 +184,29 @@ func TestBatchLargeSelection(t *testing.T) {
 	})
 }
 
+// killCoreMidway runs the batch command name with args over a selection
+// of n rows, kills core once reached says the run is well under way, and
+// returns the run, checked to have stopped as SPEC 7 says: exit 1, the
+// rows it did not begin counted not_tried. --rate keeps the run going long
+// enough to kill the core midway on any machine.
+func killCoreMidway(t *testing.T, core *proc, n int, what string, reached func() (bool, error), name string, args ...string) batchRun {
+	t.Helper()
+	ran := make(chan batchRun, 1)
+	go func() { ran <- runBatch(t, name, append(args, "--rate", "1000")...) }()
+	poll(t, 30*time.Second, what, reached)
+	core.signal(t, syscall.SIGKILL)
+	var r batchRun
+	select {
+	case r = <-ran:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s did not end", name)
+	}
+	assert.Equal(t, r.code, 1, r.stderr)
+	assert.Assert(t, r.counts["not_tried"] > 0, r.out)
+	assert.Equal(t, r.counts["selected"]+r.counts["not_tried"], n, r.out)
+	return r
+}
+
 // TestReprocessCoreKilledMidway: the core dies while reprocess has rows in
 // flight. The run stops admitting rows, lets those in flight finish by the
 // rules of one row, exits 1 and counts the rest not tried: no row is left
@@ -192,26 +219,10 @@ func TestReprocessCoreKilledMidway(t *testing.T) {
 		failedRows(t, relayBin, db, n)
 		core, coreURL := startCore(t, coresimBin, "0")
 
-		ran := make(chan batchRun, 1)
-		go func() {
-			// --rate keeps the run going long enough to kill the core
-			// midway on any machine.
-			ran <- runBatch(t, "reprocess", "--db", db, "--core", coreURL, "--max-attempts", "5", "--rate", "1000")
-		}()
-		poll(t, 30*time.Second, "reprocess to have sent 500 rows", func() (bool, error) {
+		r := killCoreMidway(t, core, n, "reprocess to have sent 500 rows", func() (bool, error) {
 			st, err := coreStats(coreURL)
 			return err == nil && st.Calls >= 500, err
-		})
-		core.signal(t, syscall.SIGKILL)
-		var r batchRun
-		select {
-		case r = <-ran:
-		case <-time.After(2 * time.Minute):
-			t.Fatal("reprocess did not end")
-		}
-		assert.Equal(t, r.code, 1, r.stderr)
-		assert.Assert(t, r.counts["not_tried"] > 0, r.out)
-		assert.Equal(t, r.counts["selected"]+r.counts["not_tried"], n, r.out)
+		}, "reprocess", "--db", db, "--core", coreURL, "--max-attempts", "5")
 
 		st := stateCounts(t, db)
 		assert.Equal(t, st[ledger.StateSent], int64(0), "no row left SENT")
@@ -238,6 +249,41 @@ func TestReprocessCoreKilledMidway(t *testing.T) {
 		st = stateCounts(t, db)
 		assert.Equal(t, st[ledger.StateFailed], int64(0))
 		assert.Equal(t, st[ledger.StateSent], int64(0))
+	})
+}
+
+// TestResolveCoreKilledMidway: resolve stops as reprocess does when the
+// core dies under it: it begins no new lookup, exits 1 and counts the rest
+// not tried; every row it did not settle is as it was, and the next run,
+// against a core that is back, settles exactly those.
+func TestResolveCoreKilledMidway(t *testing.T) {
+	relayBin, coresimBin := binaries(t)
+	testkit.EachStore(t, func(t *testing.T, db string) {
+		const n = 3000
+		failedRows(t, relayBin, db, n)
+		raw := testkit.OpenRaw(t, db, ledger.IsURL(db))
+		raw.Exec(`UPDATE tx SET state = 'UNKNOWN', rsp_code = 'E901'`)
+		core, coreURL := startCore(t, coresimBin, "0")
+
+		r := killCoreMidway(t, core, n, "resolve to have settled 500 rows", func() (bool, error) {
+			return stateCounts(t, db)[ledger.StateFailed] >= 500, nil
+		}, "resolve", "--db", db, "--core", coreURL, "--min-age", "0")
+		assert.Equal(t, r.counts["selected"], r.counts["failed"]+r.counts["unreachable"], r.out)
+
+		st := stateCounts(t, db)
+		assert.Equal(t, st[ledger.StateFailed], int64(r.counts["failed"]), "each lookup answered 404 settled its row")
+		assert.Equal(t, st[ledger.StateUnknown], int64(r.counts["unreachable"]+r.counts["not_tried"]), "the rest are as they were")
+		assert.Equal(t, st[ledger.StateSent]+st[ledger.StateDone], int64(0))
+
+		_, coreURL = startCore(t, coresimBin, "0")
+		r = runBatch(t, "resolve", "--db", db, "--core", coreURL, "--min-age", "0")
+		assert.Equal(t, r.code, 0, r.stderr)
+		assert.Equal(t, r.counts["failed"], int(st[ledger.StateUnknown]))
+		st = stateCounts(t, db)
+		assert.Equal(t, st[ledger.StateFailed], int64(n))
+		cs, err := coreStats(coreURL)
+		assert.NilError(t, err)
+		assert.Equal(t, cs.Calls, 0, "resolve never posts")
 	})
 }
 

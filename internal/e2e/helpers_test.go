@@ -28,43 +28,70 @@ import (
 // buildFlags are passed to go build (race_test.go adds -race).
 var buildFlags []string
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// The two builds the tests run: checked, with buildFlags (the race
+// detector under -race), for every test of behaviour; shipped, without,
+// for the tests that assert on timing (overload_test.go), where the race
+// detector's slowdown of the relay's own work would read as the core's
+// latency.
+var checked, shipped build
 
 func TestMain(m *testing.M) {
 	code := pgtest.Run(m)
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	checked.remove()
+	shipped.remove()
 	os.Exit(code)
 }
 
-// binaries builds cmd/relay, cmd/coresim, cmd/resolve, cmd/reprocess and
-// cmd/ledger once per test run and returns the first two's paths (binPath gives the
-// others). It skips
-// the test in -short mode.
-func binaries(t testing.TB) (relayBin, coresimBin string) {
+// build is one go build of the commands the tests run, done once per test
+// run into a directory of its own.
+type build struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func (b *build) run(t testing.TB, flags []string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the relay and coresim binaries; skipped with -short")
 	}
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "lhrelay-e2e-")
-		if buildErr != nil {
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "lhrelay-e2e-")
+		if b.err != nil {
 			return
 		}
-		args := append([]string{"build"}, buildFlags...)
-		args = append(args, "-o", binDir+string(filepath.Separator), "lhrelay/cmd/relay", "lhrelay/cmd/coresim", "lhrelay/cmd/resolve", "lhrelay/cmd/reprocess", "lhrelay/cmd/ledger")
+		args := append([]string{"build"}, flags...)
+		args = append(args, "-o", b.dir+string(filepath.Separator), "lhrelay/cmd/relay", "lhrelay/cmd/coresim", "lhrelay/cmd/resolve", "lhrelay/cmd/reprocess", "lhrelay/cmd/ledger")
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	})
-	assert.NilError(t, buildErr)
-	return filepath.Join(binDir, "relay"), filepath.Join(binDir, "coresim")
+	assert.NilError(t, b.err)
+	return b.dir
+}
+
+func (b *build) remove() {
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
+}
+
+// binaries builds cmd/relay, cmd/coresim, cmd/resolve, cmd/reprocess and
+// cmd/ledger once per test run (with buildFlags) and returns the first
+// two's paths (binPath gives the others). It skips the test in -short
+// mode.
+func binaries(t testing.TB) (relayBin, coresimBin string) {
+	t.Helper()
+	dir := checked.run(t, buildFlags)
+	return filepath.Join(dir, "relay"), filepath.Join(dir, "coresim")
+}
+
+// shippedBinaries is binaries built as they ship, without buildFlags.
+func shippedBinaries(t testing.TB) (relayBin, coresimBin string) {
+	t.Helper()
+	dir := shipped.run(t, nil)
+	return filepath.Join(dir, "relay"), filepath.Join(dir, "coresim")
 }
 
 // proc is a running binary.
@@ -299,6 +326,5 @@ func resolveBin(t *testing.T) string { return binPath(t, "resolve") }
 // binPath is the path of a binary that binaries built.
 func binPath(t testing.TB, name string) string {
 	t.Helper()
-	binaries(t)
-	return filepath.Join(binDir, name)
+	return filepath.Join(checked.run(t, buildFlags), name)
 }

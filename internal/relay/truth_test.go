@@ -28,14 +28,29 @@ import (
 
 // resolveNow runs resolve's rules against e's core: UNKNOWN rows of any
 // age, and SENT rows as if orphaned (the lookup that comes too early).
+// SQLite keeps updated_at in whole seconds and rounds an age up, so a
+// SENT row is selected once the second it was claimed in is past: the
+// run is repeated until it selects something, within a deadline.
 func resolveNow(t *testing.T, e *env) *batch.Summary {
 	t.Helper()
 	core, err := corecall.New(corecall.Config{BaseURL: e.core.URL})
 	assert.NilError(t, err)
 	defer core.CloseIdleConnections()
-	sum, err := batch.Resolve(context.Background(), e.led, core, batch.ResolveConfig{StaleSent: time.Nanosecond, Now: time.Now()})
-	assert.NilError(t, err)
-	return sum
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(5 * time.Second)
+	for {
+		sum, err := batch.Resolve(context.Background(), e.led, core, batch.ResolveConfig{StaleSent: time.Nanosecond, Now: time.Now()})
+		assert.NilError(t, err)
+		if sum.Count("selected") > 0 {
+			return sum
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("resolve selected no row within 5 s")
+		}
+	}
 }
 
 // aboutGUID answers every POST with the simulator's 200 rewritten to be
