@@ -138,13 +138,22 @@ func (w *world) business(ctx context.Context, tx *generated.Transaction, b Busin
 				return
 			}
 		}
-		t := time.NewTimer(b.Backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, b.Backoff) {
 			return
 		}
+	}
+}
+
+// pause waits d, as a channel waits before it sends again; false when ctx
+// ended first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -194,7 +203,9 @@ func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan st
 	// would, since only a row settled before the core posts is what this
 	// fault is for.
 	for {
+		from := time.Now()
 		code, err := w.batchExit(ctx, false, "resolve", "--guid", guid, "--min-age", "0", "--stale-sent", "0.001")
+		fmt.Fprintf(w.logf, "verify: early settle of %s: resolve exited %d after %v (answered: %v)\n", guid, code, time.Since(from).Round(time.Millisecond), closed(answered))
 		if err != nil {
 			w.runErr("early settle of %s: %v", guid, err)
 			break

@@ -453,12 +453,18 @@ func checkRow(g *guidHistory) []string {
 // the POST on purpose, modelling an operator's too-short window, the very
 // situation the late-answer rule (the relay records the core's late 200
 // over FAILED) exists for; the other checks still hold its history.
+//
+// So is reprocess's lookup of a FAILED row (reprocessLookup): it waits for
+// no age (SPEC 7), and a channel's retry may re-claim and send the row
+// between the page that selected it and its lookup; the re-claim after the
+// lookup is conditional on the row as selected, so that row is skipped,
+// never sent (posted-at-most-once holds it).
 func checkLookups(g *guidHistory) []string {
 	if g.h.early[g.guid] {
 		return nil
 	}
 	for _, e := range g.lookups {
-		if e.DuringPost {
+		if e.DuringPost && !g.reprocessLookup(e) {
 			ev := []string{truthString(e) + " while a POST of it was being handled"}
 			for _, a := range g.arrived {
 				if !a.At.After(e.At) {
@@ -469,6 +475,39 @@ func checkLookups(g *guidHistory) []string {
 		}
 	}
 	return nil
+}
+
+// reprocessLookup reports whether lookup e may be reprocess's of the row
+// FAILED/E902: a reprocess run was under way, and what last settled the
+// row before e was an attempt answered E902 or a lookup answering 404
+// (which settles a row FAILED/E902), not an E901 (an UNKNOWN row, which
+// reprocess must never look up to resend). Only the runner's clock is
+// compared (attempts, truth and reprocess runs), never the ledger's, which
+// may be the database's shifted one.
+func (g *guidHistory) reprocessLookup(e coresim.TruthEvent) bool {
+	during := false
+	for _, r := range g.h.reprocess {
+		if !e.At.Before(r.from) && !e.At.After(r.to) {
+			during = true
+			break
+		}
+	}
+	if !during {
+		return false
+	}
+	var last time.Time
+	failed := false
+	for _, a := range g.attempts {
+		if a.Code != "" && a.Answered.Before(e.At) && a.Answered.After(last) {
+			last, failed = a.Answered, a.Code == codeNotSent
+		}
+	}
+	for _, l := range g.lookups {
+		if l.Status == http.StatusNotFound && l.At.Before(e.At) && l.At.After(last) {
+			last, failed = l.At, true
+		}
+	}
+	return failed
 }
 
 // checkTransitions: the ledger's history of the GUID (SPEC 6b) accounts for

@@ -128,6 +128,26 @@ func TestChecks(t *testing.T) {
 			attempts: []Attempt{f.attempt(codeUnknown, 0, 1000, f.orig)},
 			truth:    []coresim.TruthEvent{arrive, {At: at(45), Ev: coresim.TruthLookup, GUID: testGUID, Status: 404, DuringPost: true}, f.posting},
 			rows:     doneOK}},
+		{name: "reprocess's lookup of a FAILED row a retry re-claimed", h: history{
+			attempts:  []Attempt{f.attempt(codeNotSent, 0, 10, f.orig), f.attempt(codeOK, 30, 100, f.orig)},
+			reprocess: []span{{at(20), at(60)}},
+			truth:     []coresim.TruthEvent{arrive, {At: at(45), Ev: coresim.TruthLookup, GUID: testGUID, Status: 404, DuringPost: true}, f.posting},
+			rows:      doneOK}},
+		{name: "lookup of a FAILED row while no reprocess ran", check: "no-lookup-during-post", h: history{
+			attempts:  []Attempt{f.attempt(codeNotSent, 0, 10, f.orig), f.attempt(codeOK, 30, 100, f.orig)},
+			reprocess: []span{{at(50), at(60)}},
+			truth:     []coresim.TruthEvent{arrive, {At: at(45), Ev: coresim.TruthLookup, GUID: testGUID, Status: 404, DuringPost: true}, f.posting},
+			rows:      doneOK}},
+		{name: "lookup during reprocess of a row UNKNOWN since", check: "no-lookup-during-post", h: history{
+			attempts:  []Attempt{f.attempt(codeNotSent, 0, 10, f.orig), f.attempt(codeUnknown, 15, 40, f.orig)},
+			reprocess: []span{{at(20), at(60)}},
+			truth:     []coresim.TruthEvent{arrive, {At: at(45), Ev: coresim.TruthLookup, GUID: testGUID, Status: 404, DuringPost: true}, f.posting},
+			rows:      doneOK}},
+		{name: "lookup during reprocess of a row never FAILED", check: "no-lookup-during-post", h: history{
+			attempts:  []Attempt{f.attempt(codeUnknown, 0, 1000, f.orig)},
+			reprocess: []span{{at(20), at(60)}},
+			truth:     []coresim.TruthEvent{arrive, {At: at(45), Ev: coresim.TruthLookup, GUID: testGUID, Status: 404, DuringPost: true}, f.posting},
+			rows:      doneOK}},
 		{name: "no row, never sent", h: history{
 			attempts: []Attempt{{GUID: testGUID, Sent: at(0), Answered: at(10), Err: "cannot reach relay", Request: f.orig}}}},
 	} {
@@ -164,6 +184,18 @@ func TestScheduleSeeded(t *testing.T) {
 	}
 	for _, e := range a.Events {
 		assert.Check(t, known[e.Kind], e.Kind)
+	}
+	// The unknown tail's GUIDs are its own: a GUID of the traffic sent
+	// again after it would be a retry, not a fresh UNKNOWN row.
+	seen := map[string]bool{}
+	for _, b := range a.Txs {
+		seen[b.GUID] = true
+	}
+	assert.Equal(t, len(a.Tail), tailTries)
+	for _, b := range a.Tail {
+		assert.Check(t, !seen[b.GUID], "tail GUID %s drawn twice", b.GUID)
+		seen[b.GUID] = true
+		assert.Check(t, b.MaxAttempts == 1 && !b.Twice && b.VariantAt == 0 && !b.Replay && !b.EarlySettle)
 	}
 }
 
@@ -210,6 +242,24 @@ func TestSQLiteDrawsNoPostgresFault(t *testing.T) {
 			assert.Check(t, !pgOnly[e.Kind], "schedule %d drew %s", i, e.Kind)
 		}
 	}
+}
+
+// TestScheduleFaultsDatabase: the runner accepts a relay's stop cut short
+// only on a schedule that makes the database unavailable; a SQLite
+// schedule never does, and some PostgreSQL ones (every failover) do.
+func TestScheduleFaultsDatabase(t *testing.T) {
+	faulted := 0
+	for i := range 50 {
+		assert.Check(t, !newSchedule(1, i, StoreSQLite, 1, time.Second, defaultParams).faultsDatabase(), "sqlite schedule %d", i)
+		s := newSchedule(1, i, StorePostgres, 1, time.Second, defaultParams)
+		if s.Failover {
+			assert.Check(t, s.faultsDatabase(), "failover schedule %d", i)
+		}
+		if s.faultsDatabase() {
+			faulted++
+		}
+	}
+	assert.Check(t, faulted > 0 && faulted < 50, "%d of 50 PostgreSQL schedules fault the database", faulted)
 }
 
 // TestTransitions: the ledger's history must chain from no row to the

@@ -46,10 +46,12 @@
 // the schedule's line and the summary.
 //
 // After the traffic the run is quiesced (channels done, faults disarmed, no
-// request in flight at the core, relays stopped by SIGTERM) and settled:
+// request in flight at the core), then the unknown tail (tail.go) leaves
+// four young UNKNOWN/E901 rows, two of them posted, whatever the traffic
+// left; the relays are stopped by SIGTERM and the ledger settled:
 // a resolve pass whose lookups the core answers about another GUID (a
 // legal fault: a correct resolve leaves those rows alone), one reprocess
-// run, then resolve until no row is SENT or UNKNOWN and a pass changes
+// run, which must leave every UNKNOWN row alone, then resolve until no row is SENT or UNKNOWN and a pass changes
 // nothing. ledger audit must then find every history chain (SPEC 6b)
 // intact.
 //

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,7 +55,21 @@ func (cfg *Config) params() params {
 	if cfg.Rate > 0 {
 		p.rate = cfg.Rate
 	}
-	p.earlyAll = cfg.Plant == plant.ForgetLate200
+	if cfg.Plant == plant.ForgetLate200 {
+		p.earlyAll = true
+		// The early settle is a resolve process started once the core
+		// holds the call, and it must change the row before the core's
+		// late 200 (slow) and that 200 reach the relay within its
+		// timeout. On a loaded 2-core host, four schedules at once, the
+		// process takes 0.3 to 0.9 s from start to exit, so 850 ms
+		// within a 1 s timeout catches the plant in some schedules
+		// only; these windows hold it in every one. The timeout stays
+		// below staleSent less the 5 s the relay requires beside it;
+		// the core's longest delay grows with it and stays shorter than
+		// the settling ages (minAge, staleSent) plus the timeout, as
+		// checkLookups needs.
+		p.timeout, p.slow, p.maxDelay = 1900*time.Millisecond, 1550*time.Millisecond, 3*time.Second
+	}
 	return p
 }
 
@@ -87,7 +102,7 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 		fmt.Fprintf(logf, "verify: phase %s took %v\n", name, now.Sub(last).Round(time.Millisecond))
 		last = now
 	}
-	w := &world{cfg: cfg, s: s, dir: dir, logf: logf, applied: map[string]int{},
+	w := &world{cfg: cfg, s: s, dir: dir, logf: logf, applied: map[string]int{}, dbFaulted: s.faultsDatabase(),
 		httpc: &http.Client{Timeout: 10 * time.Second}}
 	defer w.httpc.CloseIdleConnections()
 	fail := func(err error) Result {
@@ -228,6 +243,10 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 		return fail(err)
 	}
 	phase("quiesce")
+	if err := w.unknownTail(ctx, tx, record); err != nil {
+		return fail(err)
+	}
+	phase("tail")
 	stopRelays()
 	phase("stop")
 	if err := w.settle(ctx); err != nil {
@@ -249,8 +268,8 @@ func (cfg *Config) Run(ctx context.Context, s Schedule) (res Result) {
 	if err != nil {
 		return fail(err)
 	}
-	guids := make([]string, 0, len(s.Txs))
-	for _, b := range s.Txs {
+	guids := make([]string, 0, len(s.Txs)+len(s.Tail))
+	for _, b := range slices.Concat(s.Txs, s.Tail) {
 		guids = append(guids, b.GUID)
 	}
 	entries, err := readHistories(ctx, w.db, guids)

@@ -15,6 +15,9 @@ type Schedule struct {
 	Relays int
 	Txs    []Business
 	Events []Event
+	// Tail: the business transactions the unknown tail (tail.go) may
+	// send after the traffic, in order.
+	Tail []Business
 	// On PostgreSQL, the ledger is on a synchronous pair that fails over
 	// once (Failover), or on a server whose clock is shifted by
 	// ClockShift for the whole schedule (which must change nothing).
@@ -143,6 +146,7 @@ func newSchedule(seed uint64, index int, store string, relays int, duration time
 			s.ClockShift = -clockShift
 		}
 	}
+	s.Tail = drawTail(setup)
 	kinds := faultsFor(store, s.Failover)
 	total := 0
 	for _, k := range kinds {
@@ -179,4 +183,20 @@ func randomGUID(rng *rand.Rand) string {
 		b[i] = byte(rng.UintN(256))
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// faultsDatabase reports whether the schedule makes the ledger's database
+// unavailable for a while: a failover, or any PostgreSQL fault.
+func (s Schedule) faultsDatabase() bool {
+	if s.Failover {
+		return true
+	}
+	for _, e := range s.Events {
+		for _, k := range faultKinds {
+			if k.name == e.Kind && k.postgres {
+				return true
+			}
+		}
+	}
+	return false
 }

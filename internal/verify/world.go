@@ -113,6 +113,9 @@ type world struct {
 	proxy   *faultproxy.Proxy  // between the relays and PostgreSQL; nil on SQLite and on a pair
 	pg      *pgtest.Standalone // the schedule's single server; nil on SQLite and on a pair
 	pair    *pgtest.Pair       // a failover schedule's servers
+	// dbFaulted: the schedule makes the database unavailable for a while
+	// (Schedule.faultsDatabase).
+	dbFaulted bool
 
 	mu         sync.Mutex
 	earlyGUIDs map[string]bool // settled early, while the core held their call
@@ -234,8 +237,12 @@ func (r *relay) args(port string) []string {
 	return []string{"--listen", "127.0.0.1", "--port", port, "--core", r.w.coreURL,
 		"--timeout", fmt.Sprint(r.w.cfg.params().timeout.Seconds()), "--connect-timeout", "0.5",
 		"--db", r.w.db, "--settle-every", "0.5", "--settle-min-age", minAge, "--stale-sent", staleSent,
-		"--breaker-cooldown", "1"}
+		"--breaker-cooldown", fmt.Sprint(breakerCooldown.Seconds())}
 }
+
+// breakerCooldown is the relays' --breaker-cooldown: the faults of a
+// schedule open their breakers, and the unknown tail waits it out.
+const breakerCooldown = time.Second
 
 func (r *relay) start() error {
 	port := "0"
@@ -267,7 +274,16 @@ func (r *relay) restart(_ context.Context, kill bool) error {
 		if kill {
 			r.p.kill()
 		} else if err := r.p.term(r.w.cfg.params().timeout + 10*time.Second); err != nil {
-			r.w.runErr("%v", err)
+			if r.w.dbFaulted && r.p.cmd.ProcessState.ExitCode() == 1 {
+				// A relay whose ledger is failing over or restarting
+				// cannot record its last outcomes within the drain
+				// deadline: its stop is cut short, the calls cancelled
+				// and recorded as failed calls (E901/E902), and it exits
+				// 1 as documented. The checker judges what it recorded.
+				fmt.Fprintf(r.w.logf, "verify: %v: a stop cut short while the database is faulted\n", err)
+			} else {
+				r.w.runErr("%v", err)
+			}
 		}
 	}
 	return r.start()
