@@ -117,6 +117,22 @@ func (q *faultQueue) take(lookup bool) armed {
 	return a
 }
 
+// Armed is how many transfers and lookups the armed faults are still
+// for: a fault armed for the next transfer is spent once one reaches the
+// core.
+func (s *Server) Armed() (transfers, lookups int) {
+	q := &s.faults
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, a := range q.transfer {
+		transfers += a.n
+	}
+	for _, a := range q.lookup {
+		lookups += a.n
+	}
+	return transfers, lookups
+}
+
 // InFlight is how many requests the core is handling right now: cmd/verify
 // waits for none before it settles, so that no late posting follows a
 // lookup.
@@ -142,6 +158,7 @@ const hangTimeout = time.Minute
 //
 //	POST /arm?fault=NAME&n=N&delay=SECONDS  arm a fault for the next N requests
 //	POST /disarm                            drop every armed fault, and the service time
+//	GET  /armed                             {"transfers":N,"lookups":M} the armed faults are still for
 //	GET  /inflight                          requests being handled now
 //	GET  /inflight?guid=GUID                POSTs of GUID being handled now (needs the truth log)
 //	POST /service?each=SECONDS&for=SECONDS  every request takes that long for a while
@@ -179,6 +196,14 @@ func (s *Server) ControlHandler(refuse func(time.Duration) error) http.Handler {
 		s.Disarm()
 		s.SetService(0)
 		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /armed", func(w http.ResponseWriter, _ *http.Request) {
+		var n struct {
+			Transfers int `json:"transfers"`
+			Lookups   int `json:"lookups"`
+		}
+		n.Transfers, n.Lookups = s.Armed()
+		_ = json.NewEncoder(w).Encode(n)
 	})
 	mux.HandleFunc("GET /inflight", func(w http.ResponseWriter, r *http.Request) {
 		if g := r.FormValue("guid"); g != "" {

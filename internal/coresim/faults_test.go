@@ -172,9 +172,20 @@ func TestControlHandler(t *testing.T) {
 		return resp.StatusCode
 	}
 	assert.Equal(t, postCtl("/arm?fault=nonsense"), http.StatusBadRequest)
+	armed := func() string {
+		resp, err := http.Get(ctl.URL + "/armed")
+		assert.NilError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(b))
+	}
 	assert.Equal(t, postCtl("/arm?fault=500&n=2"), http.StatusNoContent)
+	assert.Equal(t, postCtl("/arm?fault="+string(coresim.FaultLookupOtherGUID)), http.StatusNoContent)
+	assert.Equal(t, armed(), `{"transfers":2,"lookups":1}`)
 	assert.Equal(t, post(t, url, transfer(guid(1), 100, "")).status, http.StatusInternalServerError)
+	assert.Equal(t, armed(), `{"transfers":1,"lookups":1}`, "one transfer spent one")
 	assert.Equal(t, postCtl("/disarm"), http.StatusNoContent)
+	assert.Equal(t, armed(), `{"transfers":0,"lookups":0}`)
 	assert.Equal(t, post(t, url, transfer(guid(2), 100, "")).status, http.StatusOK)
 
 	assert.Equal(t, postCtl("/service?each=x"), http.StatusBadRequest)

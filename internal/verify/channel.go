@@ -197,6 +197,24 @@ func (w *world) settleEarly(ctx context.Context, guid string, answered <-chan st
 		// what this fault is for, see missedWindow.)
 		return
 	}
+	if w.s.Store == StoreSQLite {
+		// SQLite's updated_at holds whole seconds and an age is rounded
+		// up: no age, however short, is proven for a row of the current
+		// second, and a resolve run within the claim's second selects
+		// nothing. The claim came before the call reached the core, so
+		// its second is over at the next whole second from now.
+		next := time.Now().Truncate(time.Second).Add(time.Second + 10*time.Millisecond)
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-t.C:
+		case <-answered:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if closed(answered) || ctx.Err() != nil {
+			return
+		}
+	}
 	// A lookup that a fault spoilt (the core refusing, or answering about
 	// another GUID) leaves the row unchanged and resolve exits 1: it is
 	// run again while the core still holds the call, as an operator
