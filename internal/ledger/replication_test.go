@@ -70,7 +70,11 @@ func TestReplicationCountsOnlyStandbys(t *testing.T) {
 	srv := pgtest.NewServer(t, pgtest.Options{Conf: []string{"wal_level=logical", "max_wal_senders=12", "max_replication_slots=12"}})
 	admin := srv.AdminURL()
 
-	srv.StartClient(t, "pg_receivewal", "-D", srv.ScratchDir(t), "--no-sync", "-n")
+	// A slot that holds WAL from now on: without one pg_receivewal asks
+	// for the segment of the position it was told, which the base
+	// backup's checkpoint may already have removed.
+	pgtest.Exec(t, admin, `SELECT pg_create_physical_replication_slot('archive', true)`)
+	srv.StartClient(t, "pg_receivewal", "-D", srv.ScratchDir(t), "--slot", "archive", "--no-sync", "-n")
 	// At 32 kB/s the backup lasts well beyond the test.
 	srv.StartClient(t, "pg_basebackup", "-D", filepath.Join(srv.ScratchDir(t), "backup"), "-X", "stream", "--no-sync", "-c", "fast", "-r", "32k")
 	pgtest.Exec(t, admin, `SELECT pg_create_logical_replication_slot('audit', 'test_decoding')`)
