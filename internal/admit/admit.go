@@ -86,8 +86,11 @@
 // A core that refuses beyond its capacity (503 or 429, Refused) never
 // queues: its latency stays S and its refusals are the only sign of its
 // capacity. A refusal says the core was serving C = the calls at the core
-// when it was sent, less one (Permit.Sending marks a call as at the
-// core). A slot is held longer than its call (the claim's commit comes
+// when it arrived there, less one (Permit.Sending marks a call as at the
+// core). That instant is not seen: the count when it was sent, or when its
+// refusal came back, whichever is more, stands for it (a call that waited
+// for a new connection arrives after calls sent later; counted at its send
+// alone, such a refusal takes the core for smaller than it is). A slot is held longer than its call (the claim's commit comes
 // first), so C calls at the core take C·(S + overhead)/S slots (Little's
 // law once more), and one more, so that a call is ready to go as soon as
 // one at the core ends; capping the slots at C itself would leave the
@@ -554,7 +557,13 @@ func (p Permit) Done(s Sample, took time.Duration) {
 	case TimedOut:
 		l.observeLocked(now, max(took, l.timeout), max(held, l.timeout), p.inFlight)
 	case Refused:
-		l.refusedLocked(now, cmp.Or(p.atCore, p.inFlight))
+		// The calls at the core when it refused this one: at least those
+		// there when it was sent, and at least those there now, when its
+		// refusal is back. A call sent over a new connection arrives
+		// after calls sent later over open ones: counted at the send
+		// alone, its refusal takes the core for smaller than it is, and
+		// the lowest estimate of a burst is the cap.
+		l.refusedLocked(now, max(cmp.Or(p.atCore, p.inFlight), l.atCore+1))
 	}
 	l.releaseLocked()
 }
@@ -715,6 +724,15 @@ func (l *Limiter) InFlight() int { return int(l.inFlightN.Load()) }
 
 // Limit is the current limit, in calls.
 func (l *Limiter) Limit() int { return int(l.limitN.Load()) }
+
+// RefusedCap is the core's capacity in calls at the core that its
+// refusals showed (0: it has refused none), and AtCore the calls at the
+// core now (marked by Sending, not yet done).
+func (l *Limiter) RefusedCap() (refusedCap, atCore int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int(l.refusedCap), l.atCore
+}
 
 // Max is the ceiling of the limit (--max-inflight).
 func (l *Limiter) Max() int { return l.max }

@@ -213,6 +213,35 @@ func TestRefusedCapCountsCallsAtTheCore(t *testing.T) {
 	}
 }
 
+// A call sent while few calls were at the core can reach it after calls
+// sent later (it waited for a new connection): refused, it shows the core
+// full of those. Its refusal counts the calls at the core when it is
+// back, not only those when it was sent, so that the cap is not a third
+// of the core: ten at the core when the refusal is back, nine served.
+func TestRefusedCountsTheCallsAtTheCoreWhenItIsBack(t *testing.T) {
+	l, err := admit.New(admit.Settings{Max: 64, Initial: 32, Timeout: time.Second})
+	assert.NilError(t, err)
+	now := time.Now()
+	admit.SetClock(l, func() time.Time { return now })
+	ps := make([]admit.Permit, 10)
+	for i := range ps {
+		ps[i], err = l.Acquire()
+		assert.NilError(t, err)
+	}
+	ps[0].Sending() // alone at the core when sent
+	for _, p := range ps[1:] {
+		p.Sending()
+	}
+	now = now.Add(time.Millisecond)
+	ps[0].Done(admit.Refused, time.Millisecond)
+	refusedCap, atCore := l.RefusedCap()
+	assert.Equal(t, atCore, 9)
+	assert.Equal(t, refusedCap, 9, "the nine at the core when the refusal came back")
+	for _, p := range ps[1:] {
+		p.Done(admit.Answered, 10*time.Millisecond)
+	}
+}
+
 // After a refusal no more calls go to the core than it showed it serves:
 // a call over that waits in Sending until one at the core ends.
 func TestSendingWaitsForTheCore(t *testing.T) {

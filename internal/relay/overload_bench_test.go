@@ -294,7 +294,9 @@ func runOverloadCell(b *testing.B, c ovCell) ovResult {
 			r.maxLimit = max(r.maxLimit, lim.Limit())
 			if el := time.Since(start); trace && el-lastTrace >= 100*time.Millisecond {
 				lastTrace = el
-				fmt.Fprintf(os.Stderr, "t=%v limit %d rate %.1f in flight %d latency %v core serving %d", el.Round(time.Millisecond), lim.Limit(), lim.Rate(), lim.InFlight(), lim.Latency().Round(time.Millisecond), sim.Serving())
+				refusedCap, atCore := lim.RefusedCap()
+				fmt.Fprintf(os.Stderr, "t=%v limit %d rate %.1f in flight %d at core %d refused cap %d latency %v core serving %d refused %d",
+					el.Round(time.Millisecond), lim.Limit(), lim.Rate(), lim.InFlight(), atCore, refusedCap, lim.Latency().Round(time.Millisecond), sim.Serving(), sim.Refused())
 				fmt.Fprintln(os.Stderr)
 			}
 		}
