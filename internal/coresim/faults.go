@@ -118,19 +118,26 @@ func (q *faultQueue) take(lookup bool) armed {
 }
 
 // Armed is how many transfers and lookups the armed faults are still
-// for: a fault armed for the next transfer is spent once one reaches the
-// core.
-func (s *Server) Armed() (transfers, lookups int) {
+// for (the control's GET /armed): a fault armed for the next transfer is
+// spent once one reaches the core.
+type Armed struct {
+	Transfers int `json:"transfers"`
+	Lookups   int `json:"lookups"`
+}
+
+// Armed returns what the armed faults are still for.
+func (s *Server) Armed() Armed {
 	q := &s.faults
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var n Armed
 	for _, a := range q.transfer {
-		transfers += a.n
+		n.Transfers += a.n
 	}
 	for _, a := range q.lookup {
-		lookups += a.n
+		n.Lookups += a.n
 	}
-	return transfers, lookups
+	return n
 }
 
 // InFlight is how many requests the core is handling right now: cmd/verify
@@ -198,12 +205,7 @@ func (s *Server) ControlHandler(refuse func(time.Duration) error) http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /armed", func(w http.ResponseWriter, _ *http.Request) {
-		var n struct {
-			Transfers int `json:"transfers"`
-			Lookups   int `json:"lookups"`
-		}
-		n.Transfers, n.Lookups = s.Armed()
-		_ = json.NewEncoder(w).Encode(n)
+		_ = json.NewEncoder(w).Encode(s.Armed())
 	})
 	mux.HandleFunc("GET /inflight", func(w http.ResponseWriter, r *http.Request) {
 		if g := r.FormValue("guid"); g != "" {

@@ -94,9 +94,7 @@ func (w *world) armedTransfers(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("core control /armed: %w", err)
 	}
 	defer resp.Body.Close()
-	var n struct {
-		Transfers int `json:"transfers"`
-	}
+	var n coresim.Armed
 	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil {
 		return 0, fmt.Errorf("core control /armed: %s: %w", resp.Status, err)
 	}
