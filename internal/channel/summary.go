@@ -262,3 +262,37 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(j)
 }
+
+// UnmarshalJSON reads what MarshalJSON wrote, so that a program driving
+// lhsend --json reads its summary as this type. What the JSON leaves out
+// stays zero: each code's P90, Max and Mean, and each code's meaning, which
+// belongs to the code table, not to the run.
+func (s *Summary) UnmarshalJSON(raw []byte) error {
+	var j summaryJSON
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return err
+	}
+	fromMs := func(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+	*s = Summary{
+		Tx: j.Tx, Addr: j.Addr, Concurrency: j.Concurrency,
+		Frames: j.Frames, Sent: j.Sent, Answered: j.Answered, Duplicates: j.Duplicates,
+		Errors: j.Errors, Malformed: j.Malformed, Mismatches: j.Mismatches,
+		Codes:       make(map[generated.RspCode]int, len(j.Codes)),
+		CodeLatency: make(map[generated.RspCode]Latency, len(j.Codes)),
+		GUIDs:       make(map[generated.RspCode]int, len(j.GUIDs)),
+		Elapsed:     fromMs(j.ElapsedMs), TxPerSec: j.TxPerSec,
+		Latency: Latency{
+			P50: fromMs(j.LatencyMs["p50"]), P90: fromMs(j.LatencyMs["p90"]), P99: fromMs(j.LatencyMs["p99"]),
+			Max: fromMs(j.LatencyMs["max"]), Mean: fromMs(j.LatencyMs["mean"]),
+		},
+		FirstError: j.FirstError,
+	}
+	for c, n := range j.Codes {
+		s.Codes[generated.RspCode(c)] = n.Count
+		s.CodeLatency[generated.RspCode(c)] = Latency{P50: fromMs(n.P50Ms), P99: fromMs(n.P99Ms)}
+	}
+	for c, n := range j.GUIDs {
+		s.GUIDs[generated.RspCode(c)] = n
+	}
+	return nil
+}

@@ -133,6 +133,16 @@ func TestSummarizeCounts(t *testing.T) {
 	assert.Equal(t, j.Codes["E903"]["meaning"], "the same GUID is being processed right now")
 	assert.Equal(t, j.LatencyMs["max"], 4.0)
 	assert.Assert(t, !j.OK)
+
+	// What lhsend --json prints reads back as the summary it was, but for
+	// what the JSON leaves out (each code's P90, Max and Mean).
+	var back channel.Summary
+	assert.NilError(t, json.Unmarshal(raw, &back))
+	want := s
+	for c, l := range want.CodeLatency {
+		want.CodeLatency[c] = channel.Latency{P50: l.P50, P99: l.P99}
+	}
+	assert.DeepEqual(t, back, want)
 }
 
 func TestSummaryOK(t *testing.T) {

@@ -61,7 +61,7 @@ func (b *build) run(t testing.TB, flags []string) string {
 			return
 		}
 		args := append([]string{"build"}, flags...)
-		args = append(args, "-o", b.dir+string(filepath.Separator), "lhrelay/cmd/relay", "lhrelay/cmd/coresim", "lhrelay/cmd/resolve", "lhrelay/cmd/reprocess", "lhrelay/cmd/ledger")
+		args = append(args, "-o", b.dir+string(filepath.Separator), "lhrelay/cmd/relay", "lhrelay/cmd/coresim", "lhrelay/cmd/resolve", "lhrelay/cmd/reprocess", "lhrelay/cmd/ledger", "lhrelay/cmd/lhsend")
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
 			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -77,8 +77,8 @@ func (b *build) remove() {
 	}
 }
 
-// binaries builds cmd/relay, cmd/coresim, cmd/resolve, cmd/reprocess and
-// cmd/ledger once per test run (with buildFlags) and returns the first
+// binaries builds cmd/relay, cmd/coresim, cmd/resolve, cmd/reprocess,
+// cmd/ledger and cmd/lhsend once per test run (with buildFlags) and returns the first
 // two's paths (binPath gives the others). It skips the test in -short
 // mode.
 func binaries(t testing.TB) (relayBin, coresimBin string) {
@@ -327,4 +327,10 @@ func resolveBin(t *testing.T) string { return binPath(t, "resolve") }
 func binPath(t testing.TB, name string) string {
 	t.Helper()
 	return filepath.Join(checked.run(t, buildFlags), name)
+}
+
+// shippedPath is binPath for the build without buildFlags.
+func shippedPath(t testing.TB, name string) string {
+	t.Helper()
+	return filepath.Join(shipped.run(t, nil), name)
 }
